@@ -1,0 +1,156 @@
+//! NodeInfo and the cluster snapshot the plugins read during a cycle.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::model::pod::HostPort;
+use crate::model::{Node, Pod, Resources};
+
+/// A node plus what is already placed on it (bound, or assumed by this
+/// scheduler), as upstream's `framework.NodeInfo`.
+#[derive(Debug, Clone)]
+pub struct NodeInfo {
+    /// The node's slot in the snapshot; also the `node-index` plugins see.
+    pub index: u32,
+    pub node: Arc<Node>,
+    pub pods: Vec<Arc<Pod>>,
+    /// Sum of the placed pods' effective requests.
+    pub requested: Resources,
+    /// Sum of the placed pods' cpu/memory requests with non-zero defaults
+    /// (scoring only).
+    pub non_zero_milli_cpu: i64,
+    pub non_zero_memory: i64,
+    pub used_ports: Vec<HostPort>,
+}
+
+impl NodeInfo {
+    pub fn new(index: u32, node: Arc<Node>) -> Self {
+        Self {
+            index,
+            node,
+            pods: Vec::new(),
+            requested: Resources::default(),
+            non_zero_milli_cpu: 0,
+            non_zero_memory: 0,
+            used_ports: Vec::new(),
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.node.name
+    }
+
+    pub fn add_pod(&mut self, pod: Arc<Pod>) {
+        self.requested.add(&pod.requests);
+        self.non_zero_milli_cpu += pod.non_zero_milli_cpu;
+        self.non_zero_memory += pod.non_zero_memory;
+        self.used_ports.extend(pod.host_ports.iter().cloned());
+        self.pods.push(pod);
+    }
+
+    /// Removes the pod with `uid`; returns it when it was there.
+    pub fn remove_pod(&mut self, uid: &str) -> Option<Arc<Pod>> {
+        let pos = self.pods.iter().position(|p| p.uid == uid)?;
+        let pod = self.pods.swap_remove(pos);
+        self.requested.sub(&pod.requests);
+        self.non_zero_milli_cpu -= pod.non_zero_milli_cpu;
+        self.non_zero_memory -= pod.non_zero_memory;
+        for hp in &pod.host_ports {
+            if let Some(i) = self.used_ports.iter().position(|u| u == hp) {
+                self.used_ports.swap_remove(i);
+            }
+        }
+        Some(pod)
+    }
+}
+
+/// The cluster as one scheduling cycle sees it. Nodes live in stable
+/// slots so that their index can be shared with wasm plugins.
+#[derive(Debug, Default, Clone)]
+pub struct Snapshot {
+    slots: Vec<Option<NodeInfo>>,
+    by_name: HashMap<String, u32>,
+    /// Where each placed pod is, by uid.
+    pod_node: HashMap<String, u32>,
+}
+
+impl Snapshot {
+    /// All nodes, in slot order.
+    pub fn nodes(&self) -> impl Iterator<Item = &NodeInfo> + Clone {
+        self.slots.iter().flatten()
+    }
+
+    pub fn num_nodes(&self) -> usize {
+        self.by_name.len()
+    }
+
+    pub fn get(&self, index: u32) -> Option<&NodeInfo> {
+        self.slots.get(index as usize).and_then(|s| s.as_ref())
+    }
+
+    pub fn index_of(&self, name: &str) -> Option<u32> {
+        self.by_name.get(name).copied()
+    }
+
+    pub fn by_name(&self, name: &str) -> Option<&NodeInfo> {
+        self.index_of(name).and_then(|i| self.get(i))
+    }
+
+    /// Adds or replaces a node, keeping its pods. Returns its index.
+    pub fn set_node(&mut self, node: Node) -> u32 {
+        let node = Arc::new(node);
+        if let Some(&i) = self.by_name.get(&node.name) {
+            if let Some(info) = self.slots[i as usize].as_mut() {
+                info.node = node;
+            }
+            return i;
+        }
+        let i = match self.slots.iter().position(|s| s.is_none()) {
+            Some(free) => free as u32,
+            None => {
+                self.slots.push(None);
+                (self.slots.len() - 1) as u32
+            }
+        };
+        self.by_name.insert(node.name.clone(), i);
+        self.slots[i as usize] = Some(NodeInfo::new(i, node));
+        i
+    }
+
+    /// Removes a node and forgets its pods. Returns its former index.
+    pub fn remove_node(&mut self, name: &str) -> Option<u32> {
+        let i = self.by_name.remove(name)?;
+        if let Some(info) = self.slots[i as usize].take() {
+            for p in info.pods {
+                self.pod_node.remove(&p.uid);
+            }
+        }
+        Some(i)
+    }
+
+    /// Places a pod on the node at `index`. A pod already placed elsewhere
+    /// is moved.
+    pub fn add_pod(&mut self, index: u32, pod: Arc<Pod>) -> bool {
+        if self.get(index).is_none() {
+            return false;
+        }
+        self.remove_pod(&pod.uid);
+        self.pod_node.insert(pod.uid.clone(), index);
+        if let Some(info) = self.slots[index as usize].as_mut() {
+            info.add_pod(pod);
+        }
+        true
+    }
+
+    /// Removes a placed pod; returns its node index and the pod.
+    pub fn remove_pod(&mut self, uid: &str) -> Option<(u32, Arc<Pod>)> {
+        let i = self.pod_node.remove(uid)?;
+        let pod = self.slots[i as usize].as_mut()?.remove_pod(uid)?;
+        Some((i, pod))
+    }
+
+    /// Where a pod is placed, if it is.
+    pub fn node_of(&self, uid: &str) -> Option<u32> {
+        self.pod_node.get(uid).copied()
+    }
+}

@@ -1,0 +1,81 @@
+//! The scheduler's view of a Node.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1 as k8s;
+
+use super::resources::{Resources, PODS};
+use super::{ModelError, TaintEffect};
+
+/// A node taint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Taint {
+    pub key: String,
+    pub value: String,
+    pub effect: TaintEffect,
+}
+
+impl std::fmt::Display for Taint {
+    /// kube-scheduler's rendering in "untolerated taint {key: value}".
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{{{}: {}}}", self.key, self.value)
+    }
+}
+
+/// A node as the framework uses it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Node {
+    pub name: String,
+    pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
+    pub allocatable: Resources,
+    pub taints: Vec<Taint>,
+    pub unschedulable: bool,
+    /// Live measurements by metric name (empty in `simulate`).
+    pub metrics: Vec<(String, f64)>,
+}
+
+impl Node {
+    pub fn from_k8s(node: &k8s::Node) -> Result<Self, ModelError> {
+        let name = node.metadata.name.clone().unwrap_or_default();
+        let err = |field: &str, cause: String| ModelError {
+            object: format!("Node {name}"),
+            field: field.to_string(),
+            cause,
+        };
+        if name.is_empty() {
+            return Err(err("metadata.name", "missing".into()));
+        }
+        let spec = node.spec.clone().unwrap_or_default();
+        let mut taints = Vec::new();
+        for (i, t) in spec.taints.iter().flatten().enumerate() {
+            let effect = TaintEffect::parse(&t.effect)
+                .map_err(|c| err(&format!("spec.taints[{i}].effect"), c))?;
+            taints.push(Taint {
+                key: t.key.clone(),
+                value: t.value.clone().unwrap_or_default(),
+                effect,
+            });
+        }
+        let allocatable = match node.status.as_ref().and_then(|s| s.allocatable.as_ref()) {
+            Some(a) => Resources::from_k8s(a).map_err(|(res, e)| {
+                err(&format!("status.allocatable.{res}"), e.to_string())
+            })?,
+            None => Resources::default(),
+        };
+        let mut allocatable = allocatable;
+        if allocatable.get(PODS) == 0 {
+            // A node that states no pod capacity gets kubelet's default.
+            allocatable.set(PODS, 110);
+        }
+        Ok(Self {
+            name: name.clone(),
+            labels: node.metadata.labels.clone().unwrap_or_default(),
+            annotations: node.metadata.annotations.clone().unwrap_or_default(),
+            allocatable,
+            taints,
+            unschedulable: spec.unschedulable.unwrap_or(false),
+            metrics: Vec::new(),
+        })
+    }
+}

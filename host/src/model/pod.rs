@@ -1,0 +1,418 @@
+//! The scheduler's view of a Pod: validated once when it enters the
+//! scheduler, so no plugin has to handle malformed input.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1 as k8s;
+
+use super::node::Taint;
+use super::resources::{Resources, CPU, DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST, MEMORY};
+use super::selector::{LabelSelector, NodeSelectorTerm};
+use super::{ModelError, TaintEffect};
+
+/// How a toleration compares values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TolerationOp {
+    Equal,
+    Exists,
+}
+
+/// A pod toleration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Toleration {
+    /// `None`: with `Exists`, tolerates every key.
+    pub key: Option<String>,
+    pub op: TolerationOp,
+    pub value: String,
+    /// `None` matches every effect.
+    pub effect: Option<TaintEffect>,
+}
+
+impl Toleration {
+    /// Upstream `Toleration.ToleratesTaint`.
+    pub fn tolerates(&self, taint: &Taint) -> bool {
+        if self.effect.is_some_and(|e| e != taint.effect) {
+            return false;
+        }
+        if self.key.as_ref().is_some_and(|k| *k != taint.key) {
+            return false;
+        }
+        match self.op {
+            TolerationOp::Exists => true,
+            TolerationOp::Equal => self.value == taint.value,
+        }
+    }
+}
+
+/// `true` when some toleration in `tolerations` tolerates `taint`.
+pub fn tolerated(tolerations: &[Toleration], taint: &Taint) -> bool {
+    tolerations.iter().any(|t| t.tolerates(taint))
+}
+
+/// Required and preferred node affinity.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct NodeAffinity {
+    /// ORed terms; `None` when no required affinity is set.
+    pub required: Option<Vec<NodeSelectorTerm>>,
+    pub preferred: Vec<(i32, NodeSelectorTerm)>,
+}
+
+/// One pod (anti-)affinity term.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PodAffinityTerm {
+    /// `None`: the term's selector was absent, which matches no pod.
+    pub selector: Option<LabelSelector>,
+    /// Namespaces the term looks in; empty with `all_namespaces` false
+    /// means the pod's own namespace (resolved at parse time).
+    pub namespaces: Vec<String>,
+    /// `namespaceSelector: {}`: every namespace.
+    pub all_namespaces: bool,
+    pub topology_key: String,
+}
+
+impl PodAffinityTerm {
+    /// Whether `other` (a placed pod) is matched by this term of a pod in
+    /// `ns`.
+    pub fn matches(&self, other: &Pod) -> bool {
+        (self.all_namespaces || self.namespaces.iter().any(|n| *n == other.namespace))
+            && self.selector.as_ref().is_some_and(|s| s.matches(&other.labels))
+    }
+}
+
+/// Inter-pod affinity and anti-affinity, required and preferred.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PodAffinity {
+    pub required_affinity: Vec<PodAffinityTerm>,
+    pub required_anti_affinity: Vec<PodAffinityTerm>,
+    pub preferred_affinity: Vec<(i32, PodAffinityTerm)>,
+    pub preferred_anti_affinity: Vec<(i32, PodAffinityTerm)>,
+}
+
+impl PodAffinity {
+    pub fn is_empty(&self) -> bool {
+        self.required_affinity.is_empty()
+            && self.required_anti_affinity.is_empty()
+            && self.preferred_affinity.is_empty()
+            && self.preferred_anti_affinity.is_empty()
+    }
+}
+
+/// What to do when a spread constraint cannot be met.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WhenUnsatisfiable {
+    DoNotSchedule,
+    ScheduleAnyway,
+}
+
+/// A `topologySpreadConstraints[]` entry.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SpreadConstraint {
+    pub max_skew: i32,
+    pub topology_key: String,
+    pub when_unsatisfiable: WhenUnsatisfiable,
+    pub selector: Option<LabelSelector>,
+}
+
+/// A host port a container asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostPort {
+    pub ip: String,
+    pub protocol: String,
+    pub port: i32,
+}
+
+/// The controller owning a pod.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Owner {
+    pub kind: String,
+    pub name: String,
+}
+
+/// A pod as the framework uses it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pod {
+    pub uid: String,
+    pub namespace: String,
+    pub name: String,
+    pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
+    pub node_name: Option<String>,
+    pub scheduler_name: String,
+    pub priority: i32,
+    pub creation_ms: i64,
+    pub owner: Option<Owner>,
+    pub phase: String,
+    /// Effective requests: max(sum of containers, largest init container)
+    /// plus overhead, with requests defaulted from limits as the API
+    /// server does.
+    pub requests: Resources,
+    pub limits: Resources,
+    /// cpu (milli) and memory requests with kube-scheduler's non-zero
+    /// defaults, used only for scoring.
+    pub non_zero_milli_cpu: i64,
+    pub non_zero_memory: i64,
+    pub tolerations: Vec<Toleration>,
+    pub node_selector: BTreeMap<String, String>,
+    pub node_affinity: NodeAffinity,
+    pub pod_affinity: PodAffinity,
+    pub spread: Vec<SpreadConstraint>,
+    pub host_ports: Vec<HostPort>,
+    /// Set when the pod uses something this scheduler cannot honour; the
+    /// pod is then reported unschedulable with this message rather than
+    /// placed wrongly.
+    pub unsupported: Option<String>,
+}
+
+impl Pod {
+    /// `namespace/name`, the way events and logs name pods.
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+
+    pub fn from_k8s(pod: &k8s::Pod) -> Result<Self, ModelError> {
+        let meta = &pod.metadata;
+        let name = meta.name.clone().unwrap_or_default();
+        let namespace = meta.namespace.clone().unwrap_or_else(|| "default".into());
+        let object = format!("Pod {namespace}/{name}");
+        let err = |field: &str, cause: String| ModelError {
+            object: object.clone(),
+            field: field.to_string(),
+            cause,
+        };
+        if name.is_empty() {
+            return Err(err("metadata.name", "missing".into()));
+        }
+        let Some(spec) = pod.spec.as_ref() else {
+            return Err(err("spec", "missing".into()));
+        };
+        if spec.containers.is_empty() {
+            return Err(err("spec.containers", "a pod needs at least one container".into()));
+        }
+
+        let container_resources = |c: &k8s::Container, path: &str| -> Result<(Resources, Resources), ModelError> {
+            let r = c.resources.clone().unwrap_or_default();
+            let limits = Resources::from_k8s(&r.limits.unwrap_or_default())
+                .map_err(|(res, e)| err(&format!("{path}.resources.limits.{res}"), e.to_string()))?;
+            let mut requests = Resources::from_k8s(&r.requests.unwrap_or_default())
+                .map_err(|(res, e)| err(&format!("{path}.resources.requests.{res}"), e.to_string()))?;
+            // API-server defaulting: a limit without a request sets the request.
+            for (k, v) in limits.iter() {
+                if !r_has(&c.resources, k) {
+                    requests.set(k, v);
+                }
+            }
+            for (k, v) in requests.iter() {
+                if v < 0 {
+                    return Err(err(&format!("{path}.resources.requests.{k}"), "must not be negative".into()));
+                }
+            }
+            Ok((requests, limits))
+        };
+
+        let mut requests = Resources::default();
+        let mut limits = Resources::default();
+        let mut host_ports = Vec::new();
+        let (mut non_zero_milli_cpu, mut non_zero_memory) = (0i64, 0i64);
+        for (i, c) in spec.containers.iter().enumerate() {
+            let (req, lim) = container_resources(c, &format!("spec.containers[{i}]"))?;
+            non_zero_milli_cpu += match req.get(CPU) {
+                0 => DEFAULT_MILLI_CPU_REQUEST,
+                v => v,
+            };
+            non_zero_memory += match req.get(MEMORY) {
+                0 => DEFAULT_MEMORY_REQUEST,
+                v => v,
+            };
+            requests.add(&req);
+            limits.add(&lim);
+            for p in c.ports.iter().flatten() {
+                if let Some(hp) = p.host_port.filter(|p| *p > 0) {
+                    host_ports.push(HostPort {
+                        ip: p.host_ip.clone().filter(|s| !s.is_empty()).unwrap_or_else(|| "0.0.0.0".into()),
+                        protocol: p.protocol.clone().unwrap_or_else(|| "TCP".into()),
+                        port: hp,
+                    });
+                }
+            }
+        }
+        for (i, c) in spec.init_containers.iter().flatten().enumerate() {
+            let (req, lim) = container_resources(c, &format!("spec.initContainers[{i}]"))?;
+            requests.max_with(&req);
+            limits.max_with(&lim);
+        }
+        if let Some(overhead) = &spec.overhead {
+            let o = Resources::from_k8s(overhead)
+                .map_err(|(res, e)| err(&format!("spec.overhead.{res}"), e.to_string()))?;
+            requests.add(&o);
+            if !limits.is_empty() {
+                limits.add(&o);
+            }
+        }
+
+        let mut tolerations = Vec::new();
+        for (i, t) in spec.tolerations.iter().flatten().enumerate() {
+            let path = format!("spec.tolerations[{i}]");
+            let op = match t.operator.as_deref() {
+                None | Some("") | Some("Equal") => TolerationOp::Equal,
+                Some("Exists") => TolerationOp::Exists,
+                Some(o) => return Err(err(&format!("{path}.operator"), format!("unknown operator {o:?}"))),
+            };
+            let effect = match t.effect.as_deref() {
+                None | Some("") => None,
+                Some(e) => Some(TaintEffect::parse(e).map_err(|c| err(&format!("{path}.effect"), c))?),
+            };
+            let key = t.key.clone().filter(|k| !k.is_empty());
+            if key.is_none() && op != TolerationOp::Exists {
+                return Err(err(&format!("{path}.operator"), "an empty key needs operator Exists".into()));
+            }
+            tolerations.push(Toleration {
+                key,
+                op,
+                value: t.value.clone().unwrap_or_default(),
+                effect,
+            });
+        }
+
+        let mut node_affinity = NodeAffinity::default();
+        let mut pod_affinity = PodAffinity::default();
+        if let Some(aff) = &spec.affinity {
+            if let Some(na) = &aff.node_affinity {
+                if let Some(req) = &na.required_during_scheduling_ignored_during_execution {
+                    let mut terms = Vec::new();
+                    for (i, t) in req.node_selector_terms.iter().enumerate() {
+                        terms.push(NodeSelectorTerm::parse(t).map_err(|c| {
+                            err(&format!("spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[{i}]"), c)
+                        })?);
+                    }
+                    node_affinity.required = Some(terms);
+                }
+                for (i, p) in na.preferred_during_scheduling_ignored_during_execution.iter().flatten().enumerate() {
+                    let path = format!("spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[{i}]");
+                    if !(1..=100).contains(&p.weight) {
+                        return Err(err(&format!("{path}.weight"), format!("must be in 1..100, got {}", p.weight)));
+                    }
+                    let term = NodeSelectorTerm::parse(&p.preference).map_err(|c| err(&format!("{path}.preference"), c))?;
+                    node_affinity.preferred.push((p.weight, term));
+                }
+            }
+            let parse_term = |t: &k8s::PodAffinityTerm, path: &str| -> Result<PodAffinityTerm, ModelError> {
+                if t.topology_key.is_empty() {
+                    return Err(err(&format!("{path}.topologyKey"), "must not be empty".into()));
+                }
+                let selector = t
+                    .label_selector
+                    .as_ref()
+                    .map(LabelSelector::parse)
+                    .transpose()
+                    .map_err(|c| err(&format!("{path}.labelSelector"), c))?;
+                let all_namespaces = match &t.namespace_selector {
+                    None => false,
+                    Some(s) if s.match_labels.as_ref().is_none_or(|m| m.is_empty())
+                        && s.match_expressions.as_ref().is_none_or(|m| m.is_empty()) => true,
+                    Some(_) => {
+                        return Err(err(
+                            &format!("{path}.namespaceSelector"),
+                            "only an empty namespaceSelector (all namespaces) is supported".into(),
+                        ))
+                    }
+                };
+                let mut namespaces = t.namespaces.clone().unwrap_or_default();
+                if namespaces.is_empty() && !all_namespaces {
+                    namespaces.push(namespace.clone());
+                }
+                Ok(PodAffinityTerm { selector, namespaces, all_namespaces, topology_key: t.topology_key.clone() })
+            };
+            let weighted = |list: &Option<Vec<k8s::WeightedPodAffinityTerm>>, path: &str| -> Result<Vec<(i32, PodAffinityTerm)>, ModelError> {
+                let mut out = Vec::new();
+                for (i, w) in list.iter().flatten().enumerate() {
+                    let p = format!("{path}[{i}]");
+                    if !(1..=100).contains(&w.weight) {
+                        return Err(err(&format!("{p}.weight"), format!("must be in 1..100, got {}", w.weight)));
+                    }
+                    out.push((w.weight, parse_term(&w.pod_affinity_term, &format!("{p}.podAffinityTerm"))?));
+                }
+                Ok(out)
+            };
+            if let Some(pa) = &aff.pod_affinity {
+                let base = "spec.affinity.podAffinity";
+                for (i, t) in pa.required_during_scheduling_ignored_during_execution.iter().flatten().enumerate() {
+                    pod_affinity.required_affinity.push(parse_term(t, &format!("{base}.requiredDuringSchedulingIgnoredDuringExecution[{i}]"))?);
+                }
+                pod_affinity.preferred_affinity = weighted(&pa.preferred_during_scheduling_ignored_during_execution, &format!("{base}.preferredDuringSchedulingIgnoredDuringExecution"))?;
+            }
+            if let Some(pa) = &aff.pod_anti_affinity {
+                let base = "spec.affinity.podAntiAffinity";
+                for (i, t) in pa.required_during_scheduling_ignored_during_execution.iter().flatten().enumerate() {
+                    pod_affinity.required_anti_affinity.push(parse_term(t, &format!("{base}.requiredDuringSchedulingIgnoredDuringExecution[{i}]"))?);
+                }
+                pod_affinity.preferred_anti_affinity = weighted(&pa.preferred_during_scheduling_ignored_during_execution, &format!("{base}.preferredDuringSchedulingIgnoredDuringExecution"))?;
+            }
+        }
+
+        let mut spread = Vec::new();
+        for (i, c) in spec.topology_spread_constraints.iter().flatten().enumerate() {
+            let path = format!("spec.topologySpreadConstraints[{i}]");
+            if c.max_skew < 1 {
+                return Err(err(&format!("{path}.maxSkew"), format!("must be at least 1, got {}", c.max_skew)));
+            }
+            if c.topology_key.is_empty() {
+                return Err(err(&format!("{path}.topologyKey"), "must not be empty".into()));
+            }
+            let when_unsatisfiable = match c.when_unsatisfiable.as_str() {
+                "DoNotSchedule" => WhenUnsatisfiable::DoNotSchedule,
+                "ScheduleAnyway" => WhenUnsatisfiable::ScheduleAnyway,
+                o => return Err(err(&format!("{path}.whenUnsatisfiable"), format!("unknown value {o:?}"))),
+            };
+            let selector = c
+                .label_selector
+                .as_ref()
+                .map(LabelSelector::parse)
+                .transpose()
+                .map_err(|m| err(&format!("{path}.labelSelector"), m))?;
+            spread.push(SpreadConstraint { max_skew: c.max_skew, topology_key: c.topology_key.clone(), when_unsatisfiable, selector });
+        }
+
+        let unsupported = spec.volumes.iter().flatten().find_map(|v| {
+            v.persistent_volume_claim.as_ref().map(|pvc| {
+                format!(
+                    "pod uses PersistentVolumeClaim {:?} (volume {:?}); wasmsched does not schedule pods with PersistentVolumeClaims yet",
+                    pvc.claim_name, v.name
+                )
+            })
+        });
+
+        let owner = meta.owner_references.iter().flatten().find(|o| o.controller == Some(true)).map(|o| Owner {
+            kind: o.kind.clone(),
+            name: o.name.clone(),
+        });
+
+        Ok(Self {
+            uid: meta.uid.clone().filter(|u| !u.is_empty()).unwrap_or_else(|| format!("{namespace}/{name}")),
+            labels: meta.labels.clone().unwrap_or_default(),
+            annotations: meta.annotations.clone().unwrap_or_default(),
+            node_name: spec.node_name.clone().filter(|n| !n.is_empty()),
+            scheduler_name: spec.scheduler_name.clone().unwrap_or_else(|| "default-scheduler".into()),
+            priority: spec.priority.unwrap_or(0),
+            creation_ms: meta.creation_timestamp.as_ref().map(|t| t.0.as_millisecond()).unwrap_or(0),
+            owner,
+            phase: pod.status.as_ref().and_then(|s| s.phase.clone()).unwrap_or_else(|| "Pending".into()),
+            requests,
+            limits,
+            non_zero_milli_cpu,
+            non_zero_memory,
+            tolerations,
+            node_selector: spec.node_selector.clone().unwrap_or_default(),
+            node_affinity,
+            pod_affinity,
+            spread,
+            host_ports,
+            unsupported,
+            namespace,
+            name,
+        })
+    }
+}
+
+fn r_has(res: &Option<k8s::ResourceRequirements>, name: &str) -> bool {
+    res.as_ref().and_then(|r| r.requests.as_ref()).is_some_and(|m| m.contains_key(name))
+}

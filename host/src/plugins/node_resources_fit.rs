@@ -1,0 +1,613 @@
+//! NodeResourcesFit: the node must have room for the pod's requests (and
+//! one more pod); among fitting nodes, score by how allocated they would be
+//! (`LeastAllocated` spreads, `MostAllocated` packs).
+
+use std::collections::BTreeSet;
+
+use serde_json::{Map, Value};
+
+use crate::framework::{CycleContext, CycleState, FilterPlugin, NodeInfo, PluginError, Rejection, ScorePlugin};
+use crate::framework::interface::MAX_NODE_SCORE;
+use crate::model::resources::{CPU, EPHEMERAL_STORAGE, MEMORY, PODS};
+use crate::model::Pod;
+
+use super::helpers::{
+    allocatable_and_requested, args_object, int_in, is_extended_resource, is_scalar_resource, json_type,
+    reject_unknown,
+};
+
+pub const NAME: &str = "NodeResourcesFit";
+
+/// How fitting nodes are scored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ScoringStrategy {
+    /// Prefer the node with the most free capacity left (spreading).
+    #[default]
+    LeastAllocated,
+    /// Prefer the node with the least free capacity left (bin-packing).
+    MostAllocated,
+}
+
+impl ScoringStrategy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::LeastAllocated => "LeastAllocated",
+            Self::MostAllocated => "MostAllocated",
+        }
+    }
+}
+
+/// A resource the score looks at, and how much it counts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResourceWeight {
+    pub name: String,
+    pub weight: i64,
+}
+
+impl ResourceWeight {
+    pub fn new(name: &str, weight: i64) -> Self {
+        Self { name: name.to_string(), weight }
+    }
+}
+
+/// Upstream's default scored resources: cpu and memory, weight 1 each.
+pub fn default_resources() -> Vec<ResourceWeight> {
+    vec![ResourceWeight::new(CPU, 1), ResourceWeight::new(MEMORY, 1)]
+}
+
+/// Parsed `NodeResourcesFitArgs`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FitArgs {
+    pub strategy: ScoringStrategy,
+    pub resources: Vec<ResourceWeight>,
+    /// Extended resources the filter does not check.
+    pub ignored_resources: BTreeSet<String>,
+    /// Extended-resource domains (`example.com`) the filter does not check.
+    pub ignored_resource_groups: BTreeSet<String>,
+}
+
+impl Default for FitArgs {
+    fn default() -> Self {
+        Self {
+            strategy: ScoringStrategy::LeastAllocated,
+            resources: default_resources(),
+            ignored_resources: BTreeSet::new(),
+            ignored_resource_groups: BTreeSet::new(),
+        }
+    }
+}
+
+const STRATEGY_TYPES: &str = "LeastAllocated, MostAllocated";
+
+impl FitArgs {
+    /// Parses upstream's args shape:
+    /// `{"scoringStrategy": {"type": "MostAllocated", "resources": [{"name": "cpu", "weight": 1}]},
+    ///   "ignoredResources": [...], "ignoredResourceGroups": [...]}`.
+    /// Unknown fields and values are rejected, naming the field, so that a
+    /// typo does not silently fall back to the default.
+    pub fn parse(args: Option<&Value>) -> Result<Self, String> {
+        let mut out = Self::default();
+        let Some(obj) = args_object(NAME, args)? else {
+            return Ok(out);
+        };
+        reject_unknown(&obj, &["scoringStrategy", "ignoredResources", "ignoredResourceGroups"], "")?;
+        if let Some(s) = obj.get("scoringStrategy") {
+            let s = s
+                .as_object()
+                .ok_or_else(|| format!("scoringStrategy: expected an object, got {}", json_type(s)))?;
+            parse_strategy(s, &mut out)?;
+        }
+        out.ignored_resources = string_set(obj.get("ignoredResources"), "ignoredResources")?;
+        out.ignored_resource_groups = string_set(obj.get("ignoredResourceGroups"), "ignoredResourceGroups")?;
+        for g in &out.ignored_resource_groups {
+            if g.contains('/') {
+                return Err(format!("ignoredResourceGroups: {g:?} must be a domain without '/'"));
+            }
+        }
+        Ok(out)
+    }
+}
+
+fn parse_strategy(s: &Map<String, Value>, out: &mut FitArgs) -> Result<(), String> {
+    reject_unknown(s, &["type", "resources", "requestedToCapacityRatio"], "scoringStrategy.")?;
+    out.strategy = match s.get("type").map(|t| (t, t.as_str())) {
+        None => return Err(format!("scoringStrategy.type: required (one of {STRATEGY_TYPES})")),
+        Some((_, Some("LeastAllocated"))) => ScoringStrategy::LeastAllocated,
+        Some((_, Some("MostAllocated"))) => ScoringStrategy::MostAllocated,
+        Some((_, Some("RequestedToCapacityRatio"))) => {
+            return Err(format!(
+                "scoringStrategy.type: RequestedToCapacityRatio is not supported (supported: {STRATEGY_TYPES})"
+            ))
+        }
+        Some((t, _)) => return Err(format!("scoringStrategy.type: unsupported value {t} (supported: {STRATEGY_TYPES})")),
+    };
+    if s.contains_key("requestedToCapacityRatio") {
+        return Err("scoringStrategy.requestedToCapacityRatio: only valid with type RequestedToCapacityRatio".into());
+    }
+    if let Some(r) = s.get("resources") {
+        let list = r
+            .as_array()
+            .ok_or_else(|| format!("scoringStrategy.resources: expected an array, got {}", json_type(r)))?;
+        let mut resources = Vec::with_capacity(list.len());
+        for (i, item) in list.iter().enumerate() {
+            let path = format!("scoringStrategy.resources[{i}]");
+            let o = item
+                .as_object()
+                .ok_or_else(|| format!("{path}: expected an object, got {}", json_type(item)))?;
+            reject_unknown(o, &["name", "weight"], &format!("{path}."))?;
+            let name = match o.get("name").and_then(Value::as_str) {
+                Some(n) if !n.is_empty() => n.to_string(),
+                _ => return Err(format!("{path}.name: required, a resource name")),
+            };
+            let weight = match o.get("weight") {
+                // Upstream defaults an omitted weight to 1.
+                None => 1,
+                Some(w) => int_in(w, 1..=100, &format!("{path}.weight"))?,
+            };
+            if resources.iter().any(|r: &ResourceWeight| r.name == name) {
+                return Err(format!("{path}.name: duplicate resource {name:?}"));
+            }
+            resources.push(ResourceWeight { name, weight });
+        }
+        // Upstream defaults an empty list to cpu and memory.
+        if !resources.is_empty() {
+            out.resources = resources;
+        }
+    }
+    Ok(())
+}
+
+fn string_set(v: Option<&Value>, path: &str) -> Result<BTreeSet<String>, String> {
+    let Some(v) = v else {
+        return Ok(BTreeSet::new());
+    };
+    let list = v
+        .as_array()
+        .ok_or_else(|| format!("{path}: expected an array of strings, got {}", json_type(v)))?;
+    list.iter()
+        .enumerate()
+        .map(|(i, s)| {
+            s.as_str()
+                .map(str::to_string)
+                .ok_or_else(|| format!("{path}[{i}]: expected a string, got {}", json_type(s)))
+        })
+        .collect()
+}
+
+/// The NodeResourcesFit plugin.
+#[derive(Debug, Clone, Default)]
+pub struct NodeResourcesFit {
+    args: FitArgs,
+}
+
+impl NodeResourcesFit {
+    pub fn new(args: FitArgs) -> Self {
+        Self { args }
+    }
+
+    /// Builds the plugin from `pluginConfig[].args` (see [`FitArgs::parse`]).
+    pub fn from_args(args: &Value) -> Result<Self, String> {
+        FitArgs::parse(Some(args)).map(Self::new)
+    }
+
+    pub fn args(&self) -> &FitArgs {
+        &self.args
+    }
+
+    fn ignored(&self, resource: &str) -> bool {
+        is_extended_resource(resource)
+            && (self.args.ignored_resources.contains(resource)
+                || resource
+                    .split_once('/')
+                    .is_some_and(|(group, _)| self.args.ignored_resource_groups.contains(group)))
+    }
+
+    /// Upstream `fitsRequest`: every reason the pod does not fit, in
+    /// upstream order (pods, cpu, memory, ephemeral-storage, then scalar
+    /// resources by name).
+    pub fn insufficient(&self, pod: &Pod, node: &NodeInfo) -> Vec<String> {
+        let mut reasons = Vec::new();
+        let alloc = &node.node.allocatable;
+        let pods_on_node = i64::try_from(node.pods.len()).unwrap_or(i64::MAX);
+        if pods_on_node.saturating_add(1) > alloc.get(PODS) {
+            reasons.push("Too many pods".to_string());
+        }
+        let req = &pod.requests;
+        let free = |r: &str| alloc.get(r).saturating_sub(node.requested.get(r));
+        for (r, reason) in [
+            (CPU, "Insufficient cpu"),
+            (MEMORY, "Insufficient memory"),
+            (EPHEMERAL_STORAGE, "Insufficient ephemeral-storage"),
+        ] {
+            let want = req.get(r);
+            if want > 0 && want > free(r) {
+                reasons.push(reason.to_string());
+            }
+        }
+        // `Resources` iterates in name order, which makes the scalar
+        // reasons deterministic (upstream's map order is random).
+        for (r, want) in req.iter() {
+            if want == 0 || !is_scalar_resource(r) || self.ignored(r) {
+                continue;
+            }
+            if want > free(r) {
+                reasons.push(format!("Insufficient {r}"));
+            }
+        }
+        reasons
+    }
+}
+
+impl FilterPlugin for NodeResourcesFit {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn filter(&self, ctx: &CycleContext, _state: &CycleState, node: &NodeInfo) -> Result<(), Rejection> {
+        let reasons = self.insufficient(ctx.pod, node);
+        if reasons.is_empty() {
+            Ok(())
+        } else {
+            // Unschedulable, not unresolvable: preemption can free room.
+            Err(Rejection { reasons, unresolvable: false })
+        }
+    }
+}
+
+/// Upstream `leastRequestedScore`: the free share of `capacity`, 0..=100.
+pub fn least_requested_score(requested: i64, capacity: i64) -> i64 {
+    if capacity == 0 || requested > capacity {
+        return 0;
+    }
+    (capacity - requested).saturating_mul(MAX_NODE_SCORE) / capacity
+}
+
+/// Upstream `mostRequestedScore`: the used share of `capacity`, 0..=100.
+/// Requests above capacity (possible with the non-zero defaults) count as
+/// full.
+pub fn most_requested_score(requested: i64, capacity: i64) -> i64 {
+    if capacity == 0 {
+        return 0;
+    }
+    requested.clamp(0, capacity).saturating_mul(MAX_NODE_SCORE) / capacity
+}
+
+impl ScorePlugin for NodeResourcesFit {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    /// Upstream `leastResourceScorer`/`mostResourceScorer`: the weighted
+    /// average of the per-resource scores, over the resources the node has.
+    fn score(&self, ctx: &CycleContext, _state: &CycleState, node: &NodeInfo) -> Result<i64, PluginError> {
+        let per_resource = match self.args.strategy {
+            ScoringStrategy::LeastAllocated => least_requested_score,
+            ScoringStrategy::MostAllocated => most_requested_score,
+        };
+        let (mut total, mut weights) = (0i64, 0i64);
+        for r in &self.args.resources {
+            let (alloc, requested) = allocatable_and_requested(ctx.pod, node, &r.name, false);
+            if alloc == 0 {
+                continue;
+            }
+            total = total.saturating_add(per_resource(requested, alloc).saturating_mul(r.weight));
+            weights = weights.saturating_add(r.weight);
+        }
+        Ok(if weights == 0 { 0 } else { total / weights })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::plugins::testutil::*;
+
+    fn fit() -> NodeResourcesFit {
+        NodeResourcesFit::default()
+    }
+
+    /// Node n1 with `alloc`, holding one pod that requests `used`, checked
+    /// for `pod`.
+    fn check(alloc: &[(&str, &str)], used: &[(&str, &str)], pod: P) -> Result<(), Rejection> {
+        check_with(&fit(), alloc, used, pod)
+    }
+
+    fn check_with(
+        plugin: &NodeResourcesFit,
+        alloc: &[(&str, &str)],
+        used: &[(&str, &str)],
+        pod: P,
+    ) -> Result<(), Rejection> {
+        let snap = cluster(vec![N::new("n1").alloc(alloc).build()], vec![("n1", P::new("used").req(used).build())]);
+        filter_all(plugin, &pod.build(), &snap).remove("n1").expect("n1")
+    }
+
+    const NODE_10_20: &[(&str, &str)] = &[("cpu", "10m"), ("memory", "20"), ("pods", "32")];
+
+    fn reasons(r: &[&str]) -> Result<(), Rejection> {
+        Err(Rejection { reasons: r.iter().map(|s| s.to_string()).collect(), unresolvable: false })
+    }
+
+    #[test]
+    fn pod_without_requests_fits_a_full_node() {
+        assert_eq!(check(NODE_10_20, &[("cpu", "10m"), ("memory", "20")], P::new("p")), ok());
+    }
+
+    #[test]
+    fn fits_exactly_the_remaining_room() {
+        let used = &[("cpu", "5m"), ("memory", "5")];
+        assert_eq!(check(NODE_10_20, used, P::new("p").req(&[("cpu", "5m"), ("memory", "15")])), ok());
+    }
+
+    #[test]
+    fn one_resource_short_gives_its_reason() {
+        let used = &[("cpu", "9m"), ("memory", "19")];
+        assert_eq!(check(NODE_10_20, used, P::new("p").req(&[("cpu", "2m"), ("memory", "1")])), reasons(&["Insufficient cpu"]));
+        let used = &[("cpu", "5m"), ("memory", "19")];
+        assert_eq!(
+            check(NODE_10_20, used, P::new("p").req(&[("cpu", "1m"), ("memory", "2")])),
+            reasons(&["Insufficient memory"])
+        );
+    }
+
+    #[test]
+    fn init_container_larger_than_the_containers_sets_the_request() {
+        // Containers sum to 2m cpu, the init container needs 3m: 3m counts.
+        let used = &[("cpu", "8m"), ("memory", "19")];
+        let pod = P::new("p").req(&[("cpu", "1m"), ("memory", "1")]).req(&[("cpu", "1m")]).init_req(&[("cpu", "3m")]);
+        assert_eq!(check(NODE_10_20, used, pod), reasons(&["Insufficient cpu"]));
+        // Without the init container the same pod fits.
+        let pod = P::new("p").req(&[("cpu", "1m"), ("memory", "1")]).req(&[("cpu", "1m")]);
+        assert_eq!(check(NODE_10_20, used, pod), ok());
+        // An init container smaller than the sum does not matter.
+        let pod = P::new("p").req(&[("cpu", "1m"), ("memory", "1")]).req(&[("cpu", "1m")]).init_req(&[("cpu", "1m")]);
+        assert_eq!(check(NODE_10_20, used, pod), ok());
+    }
+
+    #[test]
+    fn pod_overhead_is_added_to_the_request() {
+        let used = &[("cpu", "5m"), ("memory", "5")];
+        let pod = P::new("p").req(&[("cpu", "4m"), ("memory", "4")]);
+        assert_eq!(check(NODE_10_20, used, pod), ok());
+        let pod = P::new("p").req(&[("cpu", "4m"), ("memory", "4")]).spec("overhead", json!({"cpu": "3m", "memory": "13"}));
+        assert_eq!(check(NODE_10_20, used, pod), reasons(&["Insufficient cpu", "Insufficient memory"]));
+    }
+
+    #[test]
+    fn extended_resources_are_checked() {
+        let alloc = &[("cpu", "4"), ("memory", "8Gi"), ("pods", "110"), ("nvidia.com/gpu", "2")];
+        let gpu = |n: &'static str| P::new("p").req(&[("nvidia.com/gpu", n)]);
+        assert_eq!(check(alloc, &[("nvidia.com/gpu", "1")], gpu("1")), ok());
+        assert_eq!(check(alloc, &[("nvidia.com/gpu", "1")], gpu("2")), reasons(&["Insufficient nvidia.com/gpu"]));
+        // A node without the resource cannot host it at all.
+        assert_eq!(check(&[("cpu", "4"), ("memory", "8Gi")], &[], gpu("1")), reasons(&["Insufficient nvidia.com/gpu"]));
+        // A limit alone defaults the request (API-server defaulting).
+        let limit_only = P::new("p").spec(
+            "containers",
+            json!([{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "3"}}}]),
+        );
+        assert_eq!(check(alloc, &[], limit_only), reasons(&["Insufficient nvidia.com/gpu"]));
+    }
+
+    #[test]
+    fn extended_resources_can_be_ignored_by_name_or_group() {
+        let alloc = &[("cpu", "4"), ("memory", "8Gi")];
+        let pod = || P::new("p").req(&[("example.com/aaa", "1"), ("nvidia.com/gpu", "1")]);
+        let by_name = NodeResourcesFit::from_args(&json!({"ignoredResources": ["example.com/aaa"]})).unwrap();
+        assert_eq!(check_with(&by_name, alloc, &[], pod()), reasons(&["Insufficient nvidia.com/gpu"]));
+        let by_group = NodeResourcesFit::from_args(&json!({"ignoredResourceGroups": ["example.com", "nvidia.com"]})).unwrap();
+        assert_eq!(check_with(&by_group, alloc, &[], pod()), ok());
+        // kubernetes.io/ resources are not extended and cannot be ignored.
+        let native = NodeResourcesFit::from_args(&json!({"ignoredResources": ["kubernetes.io/something"]})).unwrap();
+        let pod = P::new("p").req(&[("kubernetes.io/something", "1")]);
+        assert_eq!(check_with(&native, alloc, &[], pod), reasons(&["Insufficient kubernetes.io/something"]));
+    }
+
+    #[test]
+    fn ephemeral_storage_is_checked() {
+        let alloc = &[("cpu", "4"), ("memory", "8Gi"), ("ephemeral-storage", "20Gi")];
+        let pod = P::new("p").req(&[("ephemeral-storage", "15Gi")]);
+        assert_eq!(check(alloc, &[("ephemeral-storage", "10Gi")], pod), reasons(&["Insufficient ephemeral-storage"]));
+    }
+
+    #[test]
+    fn pod_count_is_checked_even_for_empty_pods() {
+        let alloc = &[("cpu", "4"), ("memory", "8Gi"), ("pods", "1")];
+        assert_eq!(check(alloc, &[], P::new("p")), reasons(&["Too many pods"]));
+        let alloc = &[("cpu", "4"), ("memory", "8Gi"), ("pods", "2")];
+        assert_eq!(check(alloc, &[], P::new("p")), ok());
+    }
+
+    #[test]
+    fn all_reasons_are_reported_in_upstream_order() {
+        let alloc = &[
+            ("cpu", "1"),
+            ("memory", "1Gi"),
+            ("ephemeral-storage", "1Gi"),
+            ("pods", "1"),
+            ("nvidia.com/gpu", "1"),
+        ];
+        let pod = P::new("p").req(&[
+            ("cpu", "2"),
+            ("memory", "2Gi"),
+            ("ephemeral-storage", "2Gi"),
+            ("nvidia.com/gpu", "2"),
+            ("example.com/aaa", "1"),
+            ("hugepages-2Mi", "2Mi"),
+        ]);
+        assert_eq!(
+            check(alloc, &[], pod),
+            reasons(&[
+                "Too many pods",
+                "Insufficient cpu",
+                "Insufficient memory",
+                "Insufficient ephemeral-storage",
+                "Insufficient example.com/aaa",
+                "Insufficient hugepages-2Mi",
+                "Insufficient nvidia.com/gpu",
+            ])
+        );
+    }
+
+    #[test]
+    fn zero_extended_request_is_not_checked() {
+        let pod = P::new("p").req(&[("nvidia.com/gpu", "0")]);
+        assert_eq!(check(&[("cpu", "4"), ("memory", "8Gi")], &[], pod), ok());
+    }
+
+    // ---- scoring --------------------------------------------------------
+
+    fn two_nodes(a: &[(&str, &str)], b: &[(&str, &str)], placed: Vec<(&str, crate::model::Pod)>) -> crate::framework::Snapshot {
+        cluster(vec![N::new("a").alloc(a).build(), N::new("b").alloc(b).build()], placed)
+    }
+
+    #[test]
+    fn least_allocated_differently_sized_nodes() {
+        // Upstream least_allocated_test "nothing scheduled, resources
+        // requested, differently sized nodes":
+        // a: cpu (4000-3000)*100/4000 = 25, memory (10000-5000)*100/10000 = 50 -> 37
+        // b: cpu (6000-3000)*100/6000 = 50, memory 50 -> 50
+        let snap = two_nodes(&[("cpu", "4"), ("memory", "10000")], &[("cpu", "6"), ("memory", "10000")], vec![]);
+        let pod = P::new("p").req(&[("cpu", "1"), ("memory", "2000")]).req(&[("cpu", "2"), ("memory", "3000")]).build();
+        let s = score_all(&fit(), &pod, &snap);
+        assert_eq!((s["a"], s["b"]), (37, 50));
+    }
+
+    #[test]
+    fn least_allocated_counts_existing_pods_and_non_zero_defaults() {
+        // The incoming pod requests nothing: scored as 100m cpu and 200Mi.
+        // a holds a pod with 1 cpu / 2Gi; b is empty. Both 4 cpu / 8Gi.
+        // a: cpu (4000-1100)*100/4000 = 72; memory
+        //    (8589934592-2357198848)*100/8589934592 = 72 -> 72
+        // b: cpu (4000-100)*100/4000 = 97; memory
+        //    (8589934592-209715200)*100/8589934592 = 97 -> 97
+        let alloc = &[("cpu", "4"), ("memory", "8Gi")];
+        let snap = two_nodes(alloc, alloc, vec![("a", P::new("used").req(&[("cpu", "1"), ("memory", "2Gi")]).build())]);
+        let s = score_all(&fit(), &P::new("p").build(), &snap);
+        assert_eq!((s["a"], s["b"]), (72, 97));
+    }
+
+    #[test]
+    fn least_allocated_over_capacity_scores_zero() {
+        let snap = two_nodes(&[("cpu", "1"), ("memory", "1000")], &[("cpu", "1"), ("memory", "1000")], vec![]);
+        let pod = P::new("p").req(&[("cpu", "2"), ("memory", "2000")]).build();
+        let s = score_all(&fit(), &pod, &snap);
+        assert_eq!((s["a"], s["b"]), (0, 0));
+    }
+
+    #[test]
+    fn most_allocated_differently_sized_nodes() {
+        // Upstream most_allocated_test "nothing scheduled, resources
+        // requested, differently sized nodes":
+        // a: cpu 1000*100/4000 = 25, memory 2000*100/10000 = 20 -> 22
+        // b: cpu 1000*100/6000 = 16, memory 20 -> 18
+        let most = NodeResourcesFit::from_args(&json!({"scoringStrategy": {"type": "MostAllocated"}})).unwrap();
+        let snap = two_nodes(&[("cpu", "4"), ("memory", "10000")], &[("cpu", "6"), ("memory", "10000")], vec![]);
+        let pod = P::new("p").req(&[("cpu", "1"), ("memory", "2000")]).build();
+        let s = score_all(&most, &pod, &snap);
+        assert_eq!((s["a"], s["b"]), (22, 18));
+    }
+
+    #[test]
+    fn most_allocated_caps_over_capacity_and_uses_weights() {
+        // cpu weight 2, memory 1. a: cpu 5000 > 4000 -> 100, memory
+        // 2000*100/10000 = 20 -> (200+20)/3 = 73. b: cpu 5000*100/6000 = 83,
+        // memory 20 -> (166+20)/3 = 62.
+        let most = NodeResourcesFit::from_args(&json!({"scoringStrategy": {
+            "type": "MostAllocated",
+            "resources": [{"name": "cpu", "weight": 2}, {"name": "memory", "weight": 1}]
+        }}))
+        .unwrap();
+        let snap = two_nodes(&[("cpu", "4"), ("memory", "10000")], &[("cpu", "6"), ("memory", "10000")], vec![]);
+        let pod = P::new("p").req(&[("cpu", "5"), ("memory", "2000")]).build();
+        let s = score_all(&most, &pod, &snap);
+        assert_eq!((s["a"], s["b"]), (73, 62));
+    }
+
+    #[test]
+    fn most_allocated_packs_extended_resources() {
+        // Only nvidia.com/gpu is scored: a has 1 of 4 GPUs used, b none.
+        // a: (1+1)*100/4 = 50; b: 1*100/4 = 25.
+        let most = NodeResourcesFit::from_args(&json!({"scoringStrategy": {
+            "type": "MostAllocated", "resources": [{"name": "nvidia.com/gpu", "weight": 1}]
+        }}))
+        .unwrap();
+        let alloc = &[("cpu", "8"), ("memory", "8Gi"), ("nvidia.com/gpu", "4")];
+        let snap = two_nodes(alloc, alloc, vec![("a", P::new("used").req(&[("nvidia.com/gpu", "1")]).build())]);
+        let pod = P::new("p").req(&[("nvidia.com/gpu", "1")]).build();
+        let s = score_all(&most, &pod, &snap);
+        assert_eq!((s["a"], s["b"]), (50, 25));
+        // A pod not asking for GPUs is not scored on them at all.
+        let s = score_all(&most, &P::new("cpu-only").req(&[("cpu", "1")]).build(), &snap);
+        assert_eq!((s["a"], s["b"]), (0, 0));
+    }
+
+    #[test]
+    fn per_resource_scores_match_upstream_formulas() {
+        assert_eq!(least_requested_score(3000, 4000), 25);
+        assert_eq!(least_requested_score(0, 0), 0);
+        assert_eq!(least_requested_score(5, 4), 0);
+        assert_eq!(most_requested_score(1000, 6000), 16);
+        assert_eq!(most_requested_score(7000, 6000), 100);
+        assert_eq!(most_requested_score(1, 0), 0);
+    }
+
+    // ---- args -----------------------------------------------------------
+
+    #[test]
+    fn args_default_to_least_allocated_cpu_memory() {
+        let a = FitArgs::parse(None).unwrap();
+        assert_eq!(a, FitArgs::default());
+        assert_eq!(a.strategy, ScoringStrategy::LeastAllocated);
+        assert_eq!(a.resources, default_resources());
+        assert_eq!(NodeResourcesFit::from_args(&json!({})).unwrap().args(), &FitArgs::default());
+    }
+
+    #[test]
+    fn args_parse_upstream_shape() {
+        let p = NodeResourcesFit::from_args(&json!({
+            "apiVersion": "kubescheduler.config.k8s.io/v1",
+            "kind": "NodeResourcesFitArgs",
+            "scoringStrategy": {
+                "type": "MostAllocated",
+                "resources": [{"name": "cpu", "weight": 1}, {"name": "nvidia.com/gpu", "weight": 5}]
+            },
+            "ignoredResources": ["example.com/aaa"]
+        }))
+        .unwrap();
+        assert_eq!(p.args().strategy, ScoringStrategy::MostAllocated);
+        assert_eq!(p.args().resources, vec![ResourceWeight::new("cpu", 1), ResourceWeight::new("nvidia.com/gpu", 5)]);
+        assert!(p.args().ignored_resources.contains("example.com/aaa"));
+        // An empty resource list keeps the default; an omitted weight is 1.
+        let p = NodeResourcesFit::from_args(&json!({"scoringStrategy": {"type": "LeastAllocated", "resources": []}})).unwrap();
+        assert_eq!(p.args().resources, default_resources());
+        let p = NodeResourcesFit::from_args(&json!({"scoringStrategy": {"type": "LeastAllocated", "resources": [{"name": "memory"}]}})).unwrap();
+        assert_eq!(p.args().resources, vec![ResourceWeight::new("memory", 1)]);
+    }
+
+    #[test]
+    fn args_errors_name_the_field() {
+        let err = |v: serde_json::Value| NodeResourcesFit::from_args(&v).unwrap_err();
+        assert!(err(json!({"scoringStrategi": {}})).starts_with("scoringStrategi: unknown field"));
+        assert!(err(json!({"scoringStrategy": {"type": "Fancy"}})).starts_with("scoringStrategy.type: unsupported value"));
+        assert!(err(json!({"scoringStrategy": {}})).starts_with("scoringStrategy.type: required"));
+        assert!(err(json!({"scoringStrategy": {"type": "RequestedToCapacityRatio"}})).contains("not supported"));
+        assert!(err(json!({"scoringStrategy": {"type": "MostAllocated", "shape": []}}))
+            .starts_with("scoringStrategy.shape: unknown field"));
+        assert!(err(json!({"scoringStrategy": {"type": "MostAllocated", "resources": [{"name": "cpu", "weight": 0}]}}))
+            .starts_with("scoringStrategy.resources[0].weight: must be an integer in 1..=100"));
+        assert!(err(json!({"scoringStrategy": {"type": "MostAllocated", "resources": [{"name": "cpu", "weight": 101}]}}))
+            .starts_with("scoringStrategy.resources[0].weight"));
+        assert!(err(json!({"scoringStrategy": {"type": "MostAllocated", "resources": [{"weight": 1}]}}))
+            .starts_with("scoringStrategy.resources[0].name"));
+        assert!(err(json!({"scoringStrategy": {"type": "MostAllocated", "resources": [{"name": "cpu", "wieght": 1}]}}))
+            .starts_with("scoringStrategy.resources[0].wieght: unknown field"));
+        assert!(err(json!({"scoringStrategy": {"type": "MostAllocated", "resources": [{"name": "cpu"}, {"name": "cpu"}]}}))
+            .contains("duplicate"));
+        assert!(err(json!({"ignoredResources": "x"})).starts_with("ignoredResources: expected an array"));
+        assert!(err(json!({"ignoredResources": [1]})).starts_with("ignoredResources[0]"));
+        assert!(err(json!({"scoringStrategy": "MostAllocated"})).starts_with("scoringStrategy: expected an object"));
+    }
+}

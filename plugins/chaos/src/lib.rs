@@ -1,0 +1,114 @@
+//! A test plugin whose misbehaviour is chosen by its args, so the host's
+//! containment (deadline, memory cap, traps, range checks) is tested with a
+//! real component rather than a mock.
+//!
+//! Args: `{"misbehave": "loop"|"grow"|"trap"|"bad-score"|"none",
+//! "at": "init"|"cycle"|"filter"|"score", "only_pod": "name"}`. With
+//! `only_pod`, the misbehaviour happens only in that pod's cycle.
+//! Behaviour when not misbehaving: Filter rejects nodes labelled
+//! `chaos/reject: "true"` with reason `chaos says no`; Score is the integer
+//! in label `chaos/score` (0 when absent).
+
+use serde::Deserialize;
+use wasmsched_plugin_sdk::types::Pod;
+use wasmsched_plugin_sdk::{export_plugin, reject, Cluster, NodeExt, NodeState, Plugin, Rejection};
+
+#[derive(Deserialize, Default, Clone, Copy, PartialEq, Eq, Debug)]
+#[serde(rename_all = "kebab-case")]
+enum Misbehave {
+    #[default]
+    None,
+    Loop,
+    Grow,
+    Trap,
+    BadScore,
+}
+
+#[derive(Deserialize, Default, Clone, Copy, PartialEq, Eq, Debug)]
+#[serde(rename_all = "kebab-case")]
+enum At {
+    Init,
+    Cycle,
+    Filter,
+    #[default]
+    Score,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct Args {
+    #[serde(default)]
+    misbehave: Misbehave,
+    #[serde(default)]
+    at: At,
+    only_pod: Option<String>,
+}
+
+pub struct Chaos {
+    args: Args,
+}
+
+/// Whether this cycle misbehaves.
+pub struct Cycle(bool);
+
+fn act(m: Misbehave) {
+    match m {
+        Misbehave::Loop => {
+            let mut x: u64 = 0;
+            loop {
+                x = std::hint::black_box(x.wrapping_add(1));
+            }
+        }
+        Misbehave::Grow => {
+            let mut hog: Vec<Vec<u8>> = Vec::new();
+            loop {
+                hog.push(vec![1u8; 1 << 20]);
+                std::hint::black_box(&hog);
+            }
+        }
+        Misbehave::Trap => std::process::abort(),
+        Misbehave::None | Misbehave::BadScore => {}
+    }
+}
+
+impl Plugin for Chaos {
+    type Cycle = Cycle;
+
+    fn init(args: &str) -> Result<Self, String> {
+        let args: Args = serde_json::from_str(args).map_err(|e| format!("chaos args: {e}"))?;
+        if args.at == At::Init {
+            act(args.misbehave);
+        }
+        Ok(Self { args })
+    }
+
+    fn cycle_start(&self, pod: &Pod, _cluster: &Cluster) -> Result<Cycle, String> {
+        let on = self.args.only_pod.as_ref().is_none_or(|p| *p == pod.name);
+        if on && self.args.at == At::Cycle {
+            act(self.args.misbehave);
+        }
+        Ok(Cycle(on))
+    }
+
+    fn filter(&self, cycle: &Cycle, _pod: &Pod, node: &NodeState, _cluster: &Cluster) -> Result<(), Rejection> {
+        if cycle.0 && self.args.at == At::Filter {
+            act(self.args.misbehave);
+        }
+        if node.node.label("chaos/reject") == Some("true") {
+            return Err(reject("chaos says no"));
+        }
+        Ok(())
+    }
+
+    fn score(&self, cycle: &Cycle, _pod: &Pod, node: &NodeState, _cluster: &Cluster) -> Result<i64, String> {
+        if cycle.0 && self.args.at == At::Score {
+            act(self.args.misbehave);
+            if self.args.misbehave == Misbehave::BadScore {
+                return Ok(1000);
+            }
+        }
+        Ok(node.node.label("chaos/score").and_then(|s| s.parse().ok()).unwrap_or(0))
+    }
+}
+
+export_plugin!(Chaos: filter, score);

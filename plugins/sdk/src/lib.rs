@@ -1,0 +1,197 @@
+//! The Rust SDK for wasmsched scheduling plugins.
+//!
+//! A plugin is a type implementing [`Plugin`] plus one macro call:
+//!
+//! ```ignore
+//! use wasmsched_plugin_sdk::{export_plugin, Cluster, NodeState, Plugin, Rejection, types::Pod};
+//!
+//! struct PreferSpot;
+//! impl Plugin for PreferSpot {
+//!     type Cycle = ();
+//!     fn init(_args: &str) -> Result<Self, String> { Ok(PreferSpot) }
+//!     fn cycle_start(&self, _pod: &Pod, _cluster: &Cluster) -> Result<(), String> { Ok(()) }
+//!     fn score(&self, _c: &(), _pod: &Pod, node: &NodeState, _cl: &Cluster) -> Result<i64, String> {
+//!         Ok(if node.node.labels.iter().any(|(k, v)| k == "capacity" && v == "spot") { 100 } else { 0 })
+//!     }
+//! }
+//! export_plugin!(PreferSpot: score);
+//! ```
+//!
+//! The SDK keeps the cluster state the host streams to the instance
+//! ([`Cluster`]), the current cycle's pod and the plugin's per-cycle data,
+//! so `filter` and `score` see whole nodes while the host passes only node
+//! indices across the boundary.
+
+mod bindings;
+pub mod cluster;
+pub mod runtime;
+pub mod view;
+
+include!(concat!(env!("OUT_DIR"), "/contract.rs"));
+
+pub use cluster::{Cluster, NodeState};
+pub use view::{NodeExt, PodExt};
+
+/// The contract's records (`pod`, `node`, `delta`, `rejection`, ...).
+pub use bindings::wasmsched::plugin::types;
+pub use types::Rejection;
+
+#[doc(hidden)]
+pub use wit_bindgen as __wit_bindgen;
+
+#[doc(hidden)]
+pub use bindings::wasmsched::plugin::host as __host;
+
+/// The contract version this SDK implements.
+pub const CONTRACT_VERSION: &str = "0.1.0";
+
+/// Writes to the scheduler's log, attributed to this plugin. Outside wasm
+/// (native unit tests) it prints to stderr.
+pub fn log(level: types::LogLevel, message: &str) {
+    #[cfg(target_arch = "wasm32")]
+    bindings::wasmsched::plugin::host::log(level, message);
+    #[cfg(not(target_arch = "wasm32"))]
+    eprintln!("[{level:?}] {message}");
+}
+
+/// A rejection the scheduler may resolve by changing the node (for
+/// example, by freeing resources).
+pub fn reject(reason: impl Into<String>) -> Rejection {
+    Rejection {
+        reason: reason.into(),
+        unresolvable: false,
+    }
+}
+
+/// A rejection no change on the node can resolve (wrong model, label).
+pub fn reject_unresolvable(reason: impl Into<String>) -> Rejection {
+    Rejection {
+        reason: reason.into(),
+        unresolvable: true,
+    }
+}
+
+/// A scheduling policy. Implement the extension points you export; the
+/// defaults are never called for extension points you do not export.
+pub trait Plugin: Sized + 'static {
+    /// What `cycle_start` precomputes for one pod (its CycleState).
+    type Cycle: 'static;
+
+    /// Parses the plugin's `pluginConfig` args (JSON text).
+    fn init(args: &str) -> Result<Self, String>;
+
+    /// PreFilter/PreScore for `pod`. An error makes the pod unschedulable
+    /// with that message.
+    fn cycle_start(&self, pod: &types::Pod, cluster: &Cluster) -> Result<Self::Cycle, String>;
+
+    /// Filter: `Err` when `pod` does not fit `node`.
+    fn filter(&self, _cycle: &Self::Cycle, _pod: &types::Pod, _node: &NodeState, _cluster: &Cluster) -> Result<(), Rejection> {
+        Ok(())
+    }
+
+    /// Score of `pod` on a feasible `node`.
+    fn score(&self, _cycle: &Self::Cycle, _pod: &types::Pod, _node: &NodeState, _cluster: &Cluster) -> Result<i64, String> {
+        Ok(0)
+    }
+
+    /// NormalizeScore over all scored nodes; the default keeps scores.
+    fn normalize(&self, _cycle: &Self::Cycle, _pod: &types::Pod, _nodes: &[u32], _scores: &mut [i64]) -> Result<(), String> {
+        Ok(())
+    }
+
+    /// The pod-deletion-cost for a pod, or `None` for no opinion.
+    fn deletion_cost(&self, _pod: &types::PodStatus, _metrics: &[(String, f64)]) -> Result<Option<i32>, String> {
+        Ok(None)
+    }
+}
+
+/// Exports a [`Plugin`] as a component. Name the extension points it
+/// implements; the component then exports exactly those:
+/// `export_plugin!(T: filter)`, `export_plugin!(T: score)`,
+/// `export_plugin!(T: filter, score)` (also exports NormalizeScore, which
+/// calls [`Plugin::normalize`]), `export_plugin!(T: deletion_cost)`.
+#[macro_export]
+macro_rules! export_plugin {
+    ($plugin:ty: filter) => {
+        $crate::__export_world!($plugin, "filter-plugin", [filter]);
+    };
+    ($plugin:ty: score) => {
+        $crate::__export_world!($plugin, "score-plugin", [score]);
+    };
+    ($plugin:ty: filter, score) => {
+        $crate::__export_world!($plugin, "filter-score-plugin", [filter, score, normalize]);
+    };
+    ($plugin:ty: deletion_cost) => {
+        $crate::__export_world!($plugin, "deletion-cost-plugin", [deletion_cost]);
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __export_world {
+    ($plugin:ty, $world:literal, [$($point:ident),*]) => {
+        // Only a wasm build exports anything; natively (unit tests) the
+        // plugin is driven through `runtime` directly.
+        #[cfg(target_arch = "wasm32")]
+        #[doc(hidden)]
+        #[allow(clippy::all, unused)]
+        mod __wasmsched_export {
+            use super::*;
+            $crate::__generate_world!($world);
+            pub struct Export;
+            type P = $plugin;
+            impl exports::wasmsched::plugin::lifecycle::Guest for Export {
+                fn contract_version() -> String {
+                    $crate::CONTRACT_VERSION.to_string()
+                }
+                fn init(args: String) -> Result<(), String> {
+                    $crate::runtime::init::<P>(&args)
+                }
+                fn apply(deltas: Vec<$crate::types::Delta>) {
+                    $crate::runtime::apply(deltas)
+                }
+                fn cycle_start(pod: $crate::types::Pod) -> Result<(), String> {
+                    $crate::runtime::cycle_start::<P>(pod)
+                }
+            }
+            $($crate::__export_point!($point);)*
+            export!(Export);
+        }
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __export_point {
+    (filter) => {
+        impl exports::wasmsched::plugin::filter::Guest for Export {
+            fn filter(nodes: Vec<u32>) -> Vec<Option<$crate::types::Rejection>> {
+                $crate::runtime::filter::<P>(&nodes)
+            }
+        }
+    };
+    (score) => {
+        impl exports::wasmsched::plugin::score::Guest for Export {
+            fn score(nodes: Vec<u32>) -> Result<Vec<i64>, String> {
+                $crate::runtime::score::<P>(&nodes)
+            }
+        }
+    };
+    (normalize) => {
+        impl exports::wasmsched::plugin::normalize_score::Guest for Export {
+            fn normalize_score(nodes: Vec<u32>, scores: Vec<i64>) -> Result<Vec<i64>, String> {
+                $crate::runtime::normalize::<P>(&nodes, scores)
+            }
+        }
+    };
+    (deletion_cost) => {
+        impl exports::wasmsched::plugin::deletion_cost::Guest for Export {
+            fn deletion_cost(
+                pod: $crate::types::PodStatus,
+                metrics: Vec<(String, f64)>,
+            ) -> Result<Option<i32>, String> {
+                $crate::runtime::deletion_cost::<P>(&pod, &metrics)
+            }
+        }
+    };
+}

@@ -1,0 +1,126 @@
+//! The glue between the exported functions and a [`Plugin`]: instance
+//! state (plugin, cluster, current cycle) lives in a thread-local, since a
+//! component instance is single-threaded and a native unit test gets its
+//! own state per test thread.
+
+use std::any::Any;
+use std::cell::RefCell;
+
+use crate::cluster::Cluster;
+use crate::types::{Delta, Pod, PodStatus, Rejection};
+use crate::Plugin;
+
+struct Cycle {
+    pod: Pod,
+    data: Box<dyn Any>,
+}
+
+#[derive(Default)]
+struct State {
+    plugin: Option<Box<dyn Any>>,
+    cluster: Cluster,
+    cycle: Option<Cycle>,
+}
+
+thread_local! {
+    static STATE: RefCell<State> = RefCell::new(State::default());
+}
+
+fn with_plugin<P: Plugin, R>(f: impl FnOnce(&P, &Cluster, Option<&Cycle>) -> Result<R, String>) -> Result<R, String> {
+    STATE.with(|s| {
+        let s = s.borrow();
+        let plugin = s
+            .plugin
+            .as_ref()
+            .and_then(|p| p.downcast_ref::<P>())
+            .ok_or_else(|| "plugin called before init".to_string())?;
+        f(plugin, &s.cluster, s.cycle.as_ref())
+    })
+}
+
+fn with_cycle<P: Plugin, R>(f: impl FnOnce(&P, &P::Cycle, &Pod, &Cluster) -> Result<R, String>) -> Result<R, String> {
+    with_plugin::<P, R>(|plugin, cluster, cycle| {
+        let cycle = cycle.ok_or_else(|| "no cycle started".to_string())?;
+        let data = cycle
+            .data
+            .downcast_ref::<P::Cycle>()
+            .ok_or_else(|| "cycle state of another plugin type".to_string())?;
+        f(plugin, data, &cycle.pod, cluster)
+    })
+}
+
+/// `lifecycle.init`: builds the plugin from its args and forgets any
+/// previous state.
+pub fn init<P: Plugin>(args: &str) -> Result<(), String> {
+    let plugin = P::init(args)?;
+    STATE.with(|s| {
+        *s.borrow_mut() = State {
+            plugin: Some(Box::new(plugin)),
+            ..State::default()
+        }
+    });
+    Ok(())
+}
+
+/// `lifecycle.apply`.
+pub fn apply(deltas: Vec<Delta>) {
+    STATE.with(|s| {
+        let mut s = s.borrow_mut();
+        for d in deltas {
+            s.cluster.apply(d);
+        }
+    })
+}
+
+/// `lifecycle.cycle-start`.
+pub fn cycle_start<P: Plugin>(pod: Pod) -> Result<(), String> {
+    let data = with_plugin::<P, _>(|plugin, cluster, _| plugin.cycle_start(&pod, cluster))?;
+    STATE.with(|s| {
+        s.borrow_mut().cycle = Some(Cycle {
+            pod,
+            data: Box::new(data),
+        })
+    });
+    Ok(())
+}
+
+/// `filter.filter`: one verdict per node index.
+pub fn filter<P: Plugin>(nodes: &[u32]) -> Vec<Option<Rejection>> {
+    let result = with_cycle::<P, _>(|plugin, cycle, pod, cluster| {
+        Ok(nodes
+            .iter()
+            .map(|&i| match cluster.node(i) {
+                Some(node) => plugin.filter(cycle, pod, node, cluster).err(),
+                None => Some(crate::reject_unresolvable("node unknown to plugin")),
+            })
+            .collect())
+    });
+    result.unwrap_or_else(|e| nodes.iter().map(|_| Some(crate::reject(e.clone()))).collect())
+}
+
+/// `score.score`: one raw score per node index.
+pub fn score<P: Plugin>(nodes: &[u32]) -> Result<Vec<i64>, String> {
+    with_cycle::<P, _>(|plugin, cycle, pod, cluster| {
+        nodes
+            .iter()
+            .map(|&i| match cluster.node(i) {
+                Some(node) => plugin.score(cycle, pod, node, cluster),
+                None => Err(format!("node index {i} unknown to plugin")),
+            })
+            .collect()
+    })
+}
+
+/// `normalize-score.normalize-score`.
+pub fn normalize<P: Plugin>(nodes: &[u32], mut scores: Vec<i64>) -> Result<Vec<i64>, String> {
+    if nodes.len() != scores.len() {
+        return Err(format!("{} nodes but {} scores", nodes.len(), scores.len()));
+    }
+    with_cycle::<P, _>(|plugin, cycle, pod, _| plugin.normalize(cycle, pod, nodes, &mut scores))?;
+    Ok(scores)
+}
+
+/// `deletion-cost.deletion-cost`.
+pub fn deletion_cost<P: Plugin>(pod: &PodStatus, metrics: &[(String, f64)]) -> Result<Option<i32>, String> {
+    with_plugin::<P, _>(|plugin, _, _| plugin.deletion_cost(pod, metrics))
+}
