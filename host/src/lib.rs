@@ -2,3 +2,9 @@
 
 pub mod model;
 pub mod framework;
+pub mod plugins;
+pub mod config;
+pub mod manifest;
+pub mod output;
+pub mod simulate;
+pub mod wasm;

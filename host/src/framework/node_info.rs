@@ -64,6 +64,16 @@ impl NodeInfo {
     }
 }
 
+/// One change to the snapshot, kept so that wasm plugin instances (which
+/// hold their own copy of the cluster) can catch up by deltas.
+#[derive(Debug, Clone)]
+pub enum Change {
+    NodeSet(u32, Arc<Node>),
+    NodeRemove(u32),
+    PodAdd(u32, Arc<Pod>),
+    PodRemove(u32, String),
+}
+
 /// The cluster as one scheduling cycle sees it. Nodes live in stable
 /// slots so that their index can be shared with wasm plugins.
 #[derive(Debug, Default, Clone)]
@@ -72,9 +82,49 @@ pub struct Snapshot {
     by_name: HashMap<String, u32>,
     /// Where each placed pod is, by uid.
     pod_node: HashMap<String, u32>,
+    /// Changes since generation `log_base`.
+    log: Vec<Change>,
+    log_base: u64,
 }
 
 impl Snapshot {
+    /// Counts every change ever made; a plugin instance that has applied
+    /// changes up to a generation asks for the ones after it.
+    pub fn generation(&self) -> u64 {
+        self.log_base + self.log.len() as u64
+    }
+
+    /// The changes after generation `since`, or `None` when they were
+    /// compacted away (the instance must then be rebuilt from scratch).
+    pub fn changes_since(&self, since: u64) -> Option<&[Change]> {
+        let start = since.checked_sub(self.log_base)?;
+        self.log.get(start as usize..)
+    }
+
+    /// Drops the change log when it has grown past the size of the state
+    /// itself; lagging instances then rebuild, which costs about as much
+    /// as replaying such a log.
+    pub fn compact_log(&mut self) {
+        if self.log.len() > 1024 + 4 * (self.by_name.len() + self.pod_node.len()) {
+            self.log_base += self.log.len() as u64;
+            self.log.clear();
+        }
+    }
+
+    /// The whole state as changes, for a fresh plugin instance.
+    pub fn as_changes(&self) -> Vec<Change> {
+        let mut out = Vec::with_capacity(self.by_name.len() + self.pod_node.len());
+        for info in self.nodes() {
+            out.push(Change::NodeSet(info.index, info.node.clone()));
+        }
+        for info in self.nodes() {
+            for p in &info.pods {
+                out.push(Change::PodAdd(info.index, p.clone()));
+            }
+        }
+        out
+    }
+
     /// All nodes, in slot order.
     pub fn nodes(&self) -> impl Iterator<Item = &NodeInfo> + Clone {
         self.slots.iter().flatten()
@@ -101,8 +151,9 @@ impl Snapshot {
         let node = Arc::new(node);
         if let Some(&i) = self.by_name.get(&node.name) {
             if let Some(info) = self.slots[i as usize].as_mut() {
-                info.node = node;
+                info.node = node.clone();
             }
+            self.log.push(Change::NodeSet(i, node));
             return i;
         }
         let i = match self.slots.iter().position(|s| s.is_none()) {
@@ -113,7 +164,8 @@ impl Snapshot {
             }
         };
         self.by_name.insert(node.name.clone(), i);
-        self.slots[i as usize] = Some(NodeInfo::new(i, node));
+        self.slots[i as usize] = Some(NodeInfo::new(i, node.clone()));
+        self.log.push(Change::NodeSet(i, node));
         i
     }
 
@@ -125,6 +177,7 @@ impl Snapshot {
                 self.pod_node.remove(&p.uid);
             }
         }
+        self.log.push(Change::NodeRemove(i));
         Some(i)
     }
 
@@ -136,6 +189,7 @@ impl Snapshot {
         }
         self.remove_pod(&pod.uid);
         self.pod_node.insert(pod.uid.clone(), index);
+        self.log.push(Change::PodAdd(index, pod.clone()));
         if let Some(info) = self.slots[index as usize].as_mut() {
             info.add_pod(pod);
         }
@@ -146,6 +200,7 @@ impl Snapshot {
     pub fn remove_pod(&mut self, uid: &str) -> Option<(u32, Arc<Pod>)> {
         let i = self.pod_node.remove(uid)?;
         let pod = self.slots[i as usize].as_mut()?.remove_pod(uid)?;
+        self.log.push(Change::PodRemove(i, uid.to_string()));
         Some((i, pod))
     }
 

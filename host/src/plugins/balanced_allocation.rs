@@ -21,7 +21,9 @@ pub struct BalancedAllocation {
 
 impl Default for BalancedAllocation {
     fn default() -> Self {
-        Self { resources: vec![CPU.to_string(), MEMORY.to_string()] }
+        Self {
+            resources: vec![CPU.to_string(), MEMORY.to_string()],
+        }
     }
 }
 
@@ -48,10 +50,14 @@ impl BalancedAllocation {
         reject_unknown(&obj, &["resources"], "")?;
         let mut names = Vec::new();
         if let Some(r) = obj.get("resources") {
-            let list = r.as_array().ok_or_else(|| format!("resources: expected an array, got {}", json_type(r)))?;
+            let list = r
+                .as_array()
+                .ok_or_else(|| format!("resources: expected an array, got {}", json_type(r)))?;
             for (i, item) in list.iter().enumerate() {
                 let path = format!("resources[{i}]");
-                let o = item.as_object().ok_or_else(|| format!("{path}: expected an object, got {}", json_type(item)))?;
+                let o = item.as_object().ok_or_else(|| {
+                    format!("{path}: expected an object, got {}", json_type(item))
+                })?;
                 reject_unknown(o, &["name", "weight"], &format!("{path}."))?;
                 let name = match o.get("name").and_then(Value::as_str) {
                     Some(n) if !n.is_empty() => n.to_string(),
@@ -84,7 +90,11 @@ pub fn balanced_score(pairs: &[(i64, i64)]) -> i64 {
         2 => ((fractions[0] - fractions[1]) / 2.0).abs(),
         n => {
             let mean = fractions.iter().sum::<f64>() / n as f64;
-            let var = fractions.iter().map(|f| (f - mean) * (f - mean)).sum::<f64>() / n as f64;
+            let var = fractions
+                .iter()
+                .map(|f| (f - mean) * (f - mean))
+                .sum::<f64>()
+                / n as f64;
             var.sqrt()
         }
     };
@@ -100,7 +110,12 @@ impl ScorePlugin for BalancedAllocation {
     /// requests none of the resources scores 0 everywhere, as upstream
     /// skips it: otherwise every best-effort pod would chase the same
     /// already-balanced node (kubernetes#129138).
-    fn score(&self, ctx: &CycleContext, _state: &CycleState, node: &NodeInfo) -> Result<i64, PluginError> {
+    fn score(
+        &self,
+        ctx: &CycleContext,
+        _state: &CycleState,
+        node: &NodeInfo,
+    ) -> Result<i64, PluginError> {
         if self.resources.iter().all(|r| ctx.pod.requests.get(r) == 0) {
             return Ok(0);
         }
@@ -145,12 +160,19 @@ mod tests {
         // a (4000m, 10000): 0.75 vs 0.5 -> 87; b (6000m, 10000): 0.5 vs 0.5 -> 100
         let snap = cluster(
             vec![
-                N::new("a").alloc(&[("cpu", "4"), ("memory", "10000")]).build(),
-                N::new("b").alloc(&[("cpu", "6"), ("memory", "10000")]).build(),
+                N::new("a")
+                    .alloc(&[("cpu", "4"), ("memory", "10000")])
+                    .build(),
+                N::new("b")
+                    .alloc(&[("cpu", "6"), ("memory", "10000")])
+                    .build(),
             ],
             vec![],
         );
-        let pod = P::new("p").req(&[("cpu", "1"), ("memory", "2000")]).req(&[("cpu", "2"), ("memory", "3000")]).build();
+        let pod = P::new("p")
+            .req(&[("cpu", "1"), ("memory", "2000")])
+            .req(&[("cpu", "2"), ("memory", "3000")])
+            .build();
         let s = score_all(&BalancedAllocation::default(), &pod, &snap);
         assert_eq!((s["a"], s["b"]), (87, 100));
     }
@@ -162,7 +184,10 @@ mod tests {
         // b: cpu 0.25, memory 0.25 -> 100
         let alloc = &[("cpu", "4"), ("memory", "8Gi")];
         let snap = cluster(
-            vec![N::new("a").alloc(alloc).build(), N::new("b").alloc(alloc).build()],
+            vec![
+                N::new("a").alloc(alloc).build(),
+                N::new("b").alloc(alloc).build(),
+            ],
             vec![("a", P::new("used").req(&[("cpu", "2")]).build())],
         );
         let pod = P::new("p").req(&[("cpu", "1"), ("memory", "2Gi")]).build();
@@ -183,10 +208,19 @@ mod tests {
 
     #[test]
     fn args() {
-        let b = BalancedAllocation::from_args(Some(&json!({"resources": [{"name": "cpu", "weight": 1}, {"name": "nvidia.com/gpu"}]}))).unwrap();
+        let b = BalancedAllocation::from_args(Some(
+            &json!({"resources": [{"name": "cpu", "weight": 1}, {"name": "nvidia.com/gpu"}]}),
+        ))
+        .unwrap();
         assert_eq!(b.resources(), ["cpu", "nvidia.com/gpu"]);
-        assert_eq!(BalancedAllocation::from_args(None).unwrap().resources(), ["cpu", "memory"]);
-        let e = BalancedAllocation::from_args(Some(&json!({"resources": [{"name": "cpu", "weight": 2}]}))).unwrap_err();
+        assert_eq!(
+            BalancedAllocation::from_args(None).unwrap().resources(),
+            ["cpu", "memory"]
+        );
+        let e = BalancedAllocation::from_args(Some(
+            &json!({"resources": [{"name": "cpu", "weight": 2}]}),
+        ))
+        .unwrap_err();
         assert!(e.starts_with("resources[0].weight"), "{e}");
         let e = BalancedAllocation::from_args(Some(&json!({"resourcez": []}))).unwrap_err();
         assert!(e.starts_with("resourcez: unknown field"), "{e}");

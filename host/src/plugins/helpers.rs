@@ -42,7 +42,12 @@ pub fn is_extended_resource(name: &str) -> bool {
 /// `use_requested` picks the actual requests (BalancedAllocation) rather
 /// than the non-zero-defaulted cpu/memory requests (NodeResourcesFit), so
 /// that pods without requests still count when spreading by load.
-pub fn allocatable_and_requested(pod: &Pod, node: &NodeInfo, resource: &str, use_requested: bool) -> (i64, i64) {
+pub fn allocatable_and_requested(
+    pod: &Pod,
+    node: &NodeInfo,
+    resource: &str,
+    use_requested: bool,
+) -> (i64, i64) {
     let alloc = &node.node.allocatable;
     match resource {
         CPU => {
@@ -63,7 +68,9 @@ pub fn allocatable_and_requested(pod: &Pod, node: &NodeInfo, resource: &str, use
         }
         EPHEMERAL_STORAGE => (
             alloc.get(EPHEMERAL_STORAGE),
-            node.requested.get(EPHEMERAL_STORAGE).saturating_add(pod.requests.get(EPHEMERAL_STORAGE)),
+            node.requested
+                .get(EPHEMERAL_STORAGE)
+                .saturating_add(pod.requests.get(EPHEMERAL_STORAGE)),
         ),
         name if is_scalar_resource(name) => {
             // An extended resource the pod does not ask for is left out of
@@ -73,7 +80,10 @@ pub fn allocatable_and_requested(pod: &Pod, node: &NodeInfo, resource: &str, use
             if by_pod == 0 {
                 return (0, 0);
             }
-            (alloc.get(name), node.requested.get(name).saturating_add(by_pod))
+            (
+                alloc.get(name),
+                node.requested.get(name).saturating_add(by_pod),
+            )
         }
         _ => (0, 0),
     }
@@ -87,7 +97,9 @@ pub fn allocatable_and_requested(pod: &Pod, node: &NodeInfo, resource: &str, use
 /// `nodeSelector` entry matches and, when required node affinity is set,
 /// at least one of its (ORed) terms matches.
 pub fn matches_required_node_affinity(pod: &Pod, node: &Node) -> bool {
-    pod.node_selector.iter().all(|(k, v)| node.labels.get(k) == Some(v))
+    pod.node_selector
+        .iter()
+        .all(|(k, v)| node.labels.get(k) == Some(v))
         && pod
             .node_affinity
             .required
@@ -116,18 +128,32 @@ impl TopologyCounts {
     }
 
     pub fn add(&mut self, key: &str, value: &str, delta: i64) {
-        let per_key = self.map.entry(key.to_string()).or_default();
-        let e = per_key.entry(value.to_string()).or_insert(0);
-        *e = e.saturating_add(delta);
+        // Look up before inserting: the pairs repeat across many pods, and
+        // owned keys are only needed the first time.
+        if let Some(e) = self.map.get_mut(key).and_then(|m| m.get_mut(value)) {
+            *e = e.saturating_add(delta);
+            return;
+        }
+        self.map
+            .entry(key.to_string())
+            .or_default()
+            .insert(value.to_string(), delta);
     }
 
     /// Sets a pair's count, replacing what was there.
     pub fn set(&mut self, key: &str, value: &str, count: i64) {
-        self.map.entry(key.to_string()).or_default().insert(value.to_string(), count);
+        self.map
+            .entry(key.to_string())
+            .or_default()
+            .insert(value.to_string(), count);
     }
 
     pub fn get(&self, key: &str, value: &str) -> i64 {
-        self.map.get(key).and_then(|m| m.get(value)).copied().unwrap_or(0)
+        self.map
+            .get(key)
+            .and_then(|m| m.get(value))
+            .copied()
+            .unwrap_or(0)
     }
 
     /// The count of the pair the node's label forms, 0 without the label.
@@ -142,7 +168,11 @@ impl TopologyCounts {
 
     /// The recorded values of `key` and their counts.
     pub fn values_of(&self, key: &str) -> impl Iterator<Item = (&str, i64)> {
-        self.map.get(key).into_iter().flatten().map(|(v, c)| (v.as_str(), *c))
+        self.map
+            .get(key)
+            .into_iter()
+            .flatten()
+            .map(|(v, c)| (v.as_str(), *c))
     }
 
     /// Whether any of the node's labels forms a pair with a positive count.
@@ -167,22 +197,35 @@ impl TopologyCounts {
 /// `{}`. Anything but an object is rejected. `apiVersion` and `kind`
 /// (as users copy them from typed KubeSchedulerConfiguration args) are
 /// accepted and removed; `kind` must then be `<plugin>Args`.
-pub fn args_object(plugin: &str, args: Option<&Value>) -> Result<Option<Map<String, Value>>, String> {
+pub fn args_object(
+    plugin: &str,
+    args: Option<&Value>,
+) -> Result<Option<Map<String, Value>>, String> {
     let obj = match args {
         None | Some(Value::Null) => return Ok(None),
         Some(Value::Object(o)) => o,
-        Some(other) => return Err(format!("{plugin} args: expected an object, got {}", json_type(other))),
+        Some(other) => {
+            return Err(format!(
+                "{plugin} args: expected an object, got {}",
+                json_type(other)
+            ))
+        }
     };
     let mut obj = obj.clone();
     if let Some(kind) = obj.remove("kind") {
         let want = format!("{plugin}Args");
         if kind.as_str() != Some(want.as_str()) {
-            return Err(format!("{plugin} args: kind: expected {want:?}, got {kind}"));
+            return Err(format!(
+                "{plugin} args: kind: expected {want:?}, got {kind}"
+            ));
         }
     }
     if let Some(v) = obj.remove("apiVersion") {
         if !v.is_string() {
-            return Err(format!("{plugin} args: apiVersion: expected a string, got {}", json_type(&v)));
+            return Err(format!(
+                "{plugin} args: apiVersion: expected a string, got {}",
+                json_type(&v)
+            ));
         }
     }
     Ok(if obj.is_empty() { None } else { Some(obj) })
@@ -194,16 +237,26 @@ pub fn no_args(plugin: &str, args: Option<&Value>) -> Result<(), String> {
         None => Ok(()),
         Some(obj) => {
             let keys: Vec<&str> = obj.keys().map(String::as_str).collect();
-            Err(format!("{plugin} takes no args, got field(s) {}", keys.join(", ")))
+            Err(format!(
+                "{plugin} takes no args, got field(s) {}",
+                keys.join(", ")
+            ))
         }
     }
 }
 
 /// Rejects any key of `obj` outside `allowed`, naming the field by `path`.
-pub fn reject_unknown(obj: &Map<String, Value>, allowed: &[&str], path: &str) -> Result<(), String> {
+pub fn reject_unknown(
+    obj: &Map<String, Value>,
+    allowed: &[&str],
+    path: &str,
+) -> Result<(), String> {
     for k in obj.keys() {
         if !allowed.contains(&k.as_str()) {
-            return Err(format!("{path}{k}: unknown field (expected one of: {})", allowed.join(", ")));
+            return Err(format!(
+                "{path}{k}: unknown field (expected one of: {})",
+                allowed.join(", ")
+            ));
         }
     }
     Ok(())
@@ -213,6 +266,9 @@ pub fn reject_unknown(obj: &Map<String, Value>, allowed: &[&str], path: &str) ->
 pub fn int_in(v: &Value, range: std::ops::RangeInclusive<i64>, path: &str) -> Result<i64, String> {
     match v.as_i64() {
         Some(n) if range.contains(&n) => Ok(n),
+        _ if range.start() == range.end() => {
+            Err(format!("{path}: must be {}, got {v}", range.start()))
+        }
         _ => Err(format!(
             "{path}: must be an integer in {}..={}, got {v}",
             range.start(),
@@ -259,12 +315,22 @@ mod tests {
         assert_eq!(args_object("X", Some(&Value::Null)).unwrap(), None);
         assert_eq!(args_object("X", Some(&json!({}))).unwrap(), None);
         assert_eq!(
-            args_object("X", Some(&json!({"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "XArgs"}))).unwrap(),
+            args_object(
+                "X",
+                Some(&json!({"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "XArgs"}))
+            )
+            .unwrap(),
             None
         );
-        assert!(args_object("X", Some(&json!({"kind": "YArgs"}))).unwrap_err().contains("kind"));
-        assert!(args_object("X", Some(&json!([1]))).unwrap_err().contains("expected an object"));
-        assert!(no_args("NodeName", Some(&json!({"a": 1}))).unwrap_err().contains("takes no args"));
+        assert!(args_object("X", Some(&json!({"kind": "YArgs"})))
+            .unwrap_err()
+            .contains("kind"));
+        assert!(args_object("X", Some(&json!([1])))
+            .unwrap_err()
+            .contains("expected an object"));
+        assert!(no_args("NodeName", Some(&json!({"a": 1})))
+            .unwrap_err()
+            .contains("takes no args"));
     }
 
     #[test]

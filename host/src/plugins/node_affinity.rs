@@ -2,7 +2,9 @@
 //! preferred node affinity terms add their weights to a node's score.
 
 use crate::framework::interface::default_normalize;
-use crate::framework::{CycleContext, CycleState, FilterPlugin, NodeInfo, PluginError, Rejection, ScorePlugin};
+use crate::framework::{
+    CycleContext, CycleState, FilterPlugin, NodeInfo, PluginError, Rejection, ScorePlugin,
+};
 
 use super::helpers::matches_required_node_affinity;
 
@@ -19,7 +21,12 @@ impl FilterPlugin for NodeAffinity {
         NAME
     }
 
-    fn filter(&self, ctx: &CycleContext, _state: &CycleState, node: &NodeInfo) -> Result<(), Rejection> {
+    fn filter(
+        &self,
+        ctx: &CycleContext,
+        _state: &CycleState,
+        node: &NodeInfo,
+    ) -> Result<(), Rejection> {
         if matches_required_node_affinity(ctx.pod, &node.node) {
             Ok(())
         } else {
@@ -36,7 +43,12 @@ impl ScorePlugin for NodeAffinity {
 
     /// The sum of the weights of the preferred terms the node matches
     /// (an empty term matches nothing, as upstream).
-    fn score(&self, ctx: &CycleContext, _state: &CycleState, node: &NodeInfo) -> Result<i64, PluginError> {
+    fn score(
+        &self,
+        ctx: &CycleContext,
+        _state: &CycleState,
+        node: &NodeInfo,
+    ) -> Result<i64, PluginError> {
         let n = &node.node;
         Ok(ctx
             .pod
@@ -48,7 +60,12 @@ impl ScorePlugin for NodeAffinity {
             .sum())
     }
 
-    fn normalize(&self, _ctx: &CycleContext, _state: &CycleState, scores: &mut [i64]) -> Result<(), PluginError> {
+    fn normalize(
+        &self,
+        _ctx: &CycleContext,
+        _state: &CycleState,
+        scores: &mut [i64],
+    ) -> Result<(), PluginError> {
         default_normalize(scores, false);
         Ok(())
     }
@@ -71,7 +88,13 @@ mod tests {
 
     /// Filter verdicts of `pod` against nodes labelled as given.
     fn fits(pod: P, nodes: &[(&str, &[(&str, &str)])]) -> Vec<bool> {
-        let snap = cluster(nodes.iter().map(|(n, l)| N::new(n).labels(l).build()).collect(), vec![]);
+        let snap = cluster(
+            nodes
+                .iter()
+                .map(|(n, l)| N::new(n).labels(l).build())
+                .collect(),
+            vec![],
+        );
         let res = filter_all(&NodeAffinity, &pod.build(), &snap);
         nodes
             .iter()
@@ -92,32 +115,57 @@ mod tests {
     #[test]
     fn node_selector_requires_every_label() {
         let pod = P::new("p").node_selector(&[("foo", "bar"), ("zone", "a")]);
-        let v = fits(pod, &[("n1", FOO_BAR), ("n2", &[("foo", "bar"), ("zone", "a"), ("x", "y")])]);
+        let v = fits(
+            pod,
+            &[
+                ("n1", FOO_BAR),
+                ("n2", &[("foo", "bar"), ("zone", "a"), ("x", "y")]),
+            ],
+        );
         assert_eq!(v, vec![false, true]);
     }
 
     #[test]
     fn operator_in_and_not_in() {
         let pod = P::new("p").affinity(required(json!([expr("foo", "In", &["bar", "qux"])])));
-        assert_eq!(fits(pod, &[("n1", FOO_BAR), ("n2", FOO_BAZ), ("n3", NONE)]), vec![true, false, false]);
+        assert_eq!(
+            fits(pod, &[("n1", FOO_BAR), ("n2", FOO_BAZ), ("n3", NONE)]),
+            vec![true, false, false]
+        );
         // NotIn also matches a node without the label.
         let pod = P::new("p").affinity(required(json!([expr("foo", "NotIn", &["bar"])])));
-        assert_eq!(fits(pod, &[("n1", FOO_BAR), ("n2", FOO_BAZ), ("n3", NONE)]), vec![false, true, true]);
+        assert_eq!(
+            fits(pod, &[("n1", FOO_BAR), ("n2", FOO_BAZ), ("n3", NONE)]),
+            vec![false, true, true]
+        );
     }
 
     #[test]
     fn operator_exists_and_does_not_exist() {
-        let pod = P::new("p").affinity(required(json!([{"matchExpressions": [{"key": "foo", "operator": "Exists"}]}])));
-        assert_eq!(fits(pod, &[("n1", FOO_BAR), ("n2", NONE)]), vec![true, false]);
-        let pod = P::new("p")
-            .affinity(required(json!([{"matchExpressions": [{"key": "foo", "operator": "DoesNotExist"}]}])));
-        assert_eq!(fits(pod, &[("n1", FOO_BAR), ("n2", NONE)]), vec![false, true]);
+        let pod = P::new("p").affinity(required(
+            json!([{"matchExpressions": [{"key": "foo", "operator": "Exists"}]}]),
+        ));
+        assert_eq!(
+            fits(pod, &[("n1", FOO_BAR), ("n2", NONE)]),
+            vec![true, false]
+        );
+        let pod = P::new("p").affinity(required(
+            json!([{"matchExpressions": [{"key": "foo", "operator": "DoesNotExist"}]}]),
+        ));
+        assert_eq!(
+            fits(pod, &[("n1", FOO_BAR), ("n2", NONE)]),
+            vec![false, true]
+        );
     }
 
     #[test]
     fn operator_gt_and_lt_compare_integers() {
-        let nodes: &[(&str, &[(&str, &str)])] =
-            &[("n1", &[("gpus", "4")]), ("n2", &[("gpus", "2")]), ("n3", &[("gpus", "many")]), ("n4", NONE)];
+        let nodes: &[(&str, &[(&str, &str)])] = &[
+            ("n1", &[("gpus", "4")]),
+            ("n2", &[("gpus", "2")]),
+            ("n3", &[("gpus", "many")]),
+            ("n4", NONE),
+        ];
         let gt = P::new("p").affinity(required(json!([expr("gpus", "Gt", &["2"])])));
         assert_eq!(fits(gt, nodes), vec![true, false, false, false]);
         let lt = P::new("p").affinity(required(json!([expr("gpus", "Lt", &["4"])])));
@@ -138,33 +186,60 @@ mod tests {
             "matchExpressions": [{"key": "foo", "operator": "In", "values": ["bar"]}],
             "matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["n1"]}]
         }])));
-        assert_eq!(fits(pod, &[("n1", FOO_BAR), ("n2", FOO_BAR), ("n3", FOO_BAZ)]), vec![false, true, false]);
+        assert_eq!(
+            fits(pod, &[("n1", FOO_BAR), ("n2", FOO_BAR), ("n3", FOO_BAZ)]),
+            vec![false, true, false]
+        );
     }
 
     #[test]
     fn terms_are_ored() {
-        let pod = P::new("p").affinity(required(json!([expr("foo", "In", &["bar"]), expr("zone", "In", &["a"])])));
-        assert_eq!(fits(pod, &[("n1", FOO_BAR), ("n2", &[("zone", "a")]), ("n3", FOO_BAZ)]), vec![true, true, false]);
+        let pod = P::new("p").affinity(required(json!([
+            expr("foo", "In", &["bar"]),
+            expr("zone", "In", &["a"])
+        ])));
+        assert_eq!(
+            fits(
+                pod,
+                &[("n1", FOO_BAR), ("n2", &[("zone", "a")]), ("n3", FOO_BAZ)]
+            ),
+            vec![true, true, false]
+        );
     }
 
     #[test]
     fn an_empty_term_matches_nothing() {
         let pod = P::new("p").affinity(required(json!([{}])));
-        assert_eq!(fits(pod, &[("n1", FOO_BAR), ("n2", NONE)]), vec![false, false]);
+        assert_eq!(
+            fits(pod, &[("n1", FOO_BAR), ("n2", NONE)]),
+            vec![false, false]
+        );
         let pod = P::new("p").affinity(required(json!([{"matchExpressions": []}])));
         assert_eq!(fits(pod, &[("n1", FOO_BAR)]), vec![false]);
     }
 
     #[test]
     fn node_selector_and_affinity_must_both_match() {
-        let pod = P::new("p").node_selector(&[("zone", "a")]).affinity(required(json!([expr("foo", "In", &["bar"])])));
-        let v = fits(pod, &[("n1", FOO_BAR), ("n2", &[("zone", "a")]), ("n3", &[("foo", "bar"), ("zone", "a")])]);
+        let pod = P::new("p")
+            .node_selector(&[("zone", "a")])
+            .affinity(required(json!([expr("foo", "In", &["bar"])])));
+        let v = fits(
+            pod,
+            &[
+                ("n1", FOO_BAR),
+                ("n2", &[("zone", "a")]),
+                ("n3", &[("foo", "bar"), ("zone", "a")]),
+            ],
+        );
         assert_eq!(v, vec![false, false, true]);
     }
 
     #[test]
     fn no_constraints_fit_everywhere() {
-        assert_eq!(fits(P::new("p"), &[("n1", FOO_BAR), ("n2", NONE)]), vec![true, true]);
+        assert_eq!(
+            fits(P::new("p"), &[("n1", FOO_BAR), ("n2", NONE)]),
+            vec![true, true]
+        );
     }
 
     #[test]
@@ -185,21 +260,37 @@ mod tests {
         let snap = cluster(
             vec![
                 N::new("machine1").labels(&[("foo", "bar")]).build(),
-                N::new("machine5").labels(&[("foo", "bar"), ("key", "value"), ("az", "az1")]).build(),
+                N::new("machine5")
+                    .labels(&[("foo", "bar"), ("key", "value"), ("az", "az1")])
+                    .build(),
                 N::new("machine2").labels(&[("key", "value")]).build(),
                 N::new("machine3").labels(&[("other", "x")]).build(),
             ],
             vec![],
         );
         let raw = raw_scores(&NodeAffinity, &pod, &snap);
-        assert_eq!((raw["machine1"], raw["machine5"], raw["machine2"], raw["machine3"]), (2, 11, 4, 0));
+        assert_eq!(
+            (
+                raw["machine1"],
+                raw["machine5"],
+                raw["machine2"],
+                raw["machine3"]
+            ),
+            (2, 11, 4, 0)
+        );
         let s = score_all(&NodeAffinity, &pod, &snap);
-        assert_eq!((s["machine1"], s["machine5"], s["machine2"], s["machine3"]), (18, 100, 36, 0));
+        assert_eq!(
+            (s["machine1"], s["machine5"], s["machine2"], s["machine3"]),
+            (18, 100, 36, 0)
+        );
     }
 
     #[test]
     fn no_preferred_terms_score_zero() {
-        let snap = cluster(vec![N::new("a").labels(FOO_BAR).build(), N::new("b").build()], vec![]);
+        let snap = cluster(
+            vec![N::new("a").labels(FOO_BAR).build(), N::new("b").build()],
+            vec![],
+        );
         let s = score_all(&NodeAffinity, &P::new("p").build(), &snap);
         assert_eq!((s["a"], s["b"]), (0, 0));
     }

@@ -19,7 +19,12 @@ impl FilterPlugin for NodeName {
         NAME
     }
 
-    fn filter(&self, ctx: &CycleContext, _state: &CycleState, node: &NodeInfo) -> Result<(), Rejection> {
+    fn filter(
+        &self,
+        ctx: &CycleContext,
+        _state: &CycleState,
+        node: &NodeInfo,
+    ) -> Result<(), Rejection> {
         match ctx.pod.node_name.as_deref() {
             Some(wanted) if wanted != node.name() => Err(Rejection::unresolvable(ERR_REASON)),
             _ => Ok(()),

@@ -20,8 +20,16 @@ pub struct NodePorts;
 
 /// Upstream `sanitize`: empty address means all addresses, empty protocol TCP.
 fn normalized(p: &HostPort) -> (&str, &str) {
-    let ip = if p.ip.is_empty() { BIND_ALL } else { p.ip.as_str() };
-    let proto = if p.protocol.is_empty() { "TCP" } else { p.protocol.as_str() };
+    let ip = if p.ip.is_empty() {
+        BIND_ALL
+    } else {
+        p.ip.as_str()
+    };
+    let proto = if p.protocol.is_empty() {
+        "TCP"
+    } else {
+        p.protocol.as_str()
+    };
     (ip, proto)
 }
 
@@ -42,8 +50,18 @@ impl FilterPlugin for NodePorts {
         NAME
     }
 
-    fn filter(&self, ctx: &CycleContext, _state: &CycleState, node: &NodeInfo) -> Result<(), Rejection> {
-        if ctx.pod.host_ports.iter().any(|p| conflicts(&node.used_ports, p)) {
+    fn filter(
+        &self,
+        ctx: &CycleContext,
+        _state: &CycleState,
+        node: &NodeInfo,
+    ) -> Result<(), Rejection> {
+        if ctx
+            .pod
+            .host_ports
+            .iter()
+            .any(|p| conflicts(&node.used_ports, p))
+        {
             // Preempting the pod holding the port frees it.
             Err(Rejection::new(ERR_REASON))
         } else {
@@ -61,9 +79,15 @@ mod tests {
 
     /// Whether a pod asking for `want` fits next to a pod holding `used`.
     fn fits(used: Value, want: Value) -> bool {
-        let snap = cluster(vec![N::new("n1").build()], vec![("n1", P::new("existing").ports(used).build())]);
+        let snap = cluster(
+            vec![N::new("n1").build()],
+            vec![("n1", P::new("existing").ports(used).build())],
+        );
         let pod = P::new("p").ports(want).build();
-        match filter_all(&NodePorts, &pod, &snap).remove("n1").expect("n1") {
+        match filter_all(&NodePorts, &pod, &snap)
+            .remove("n1")
+            .expect("n1")
+        {
             Ok(()) => true,
             Err(r) => {
                 assert_eq!(r, Rejection::new(ERR_REASON));
@@ -78,31 +102,58 @@ mod tests {
 
     #[test]
     fn pod_without_host_ports_always_fits() {
-        assert!(fits(port("127.0.0.1", "TCP", 8080), json!([{"containerPort": 8080}])));
+        assert!(fits(
+            port("127.0.0.1", "TCP", 8080),
+            json!([{"containerPort": 8080}])
+        ));
     }
 
     #[test]
     fn same_ip_protocol_and_port_conflict() {
-        assert!(!fits(port("127.0.0.1", "UDP", 8080), port("127.0.0.1", "UDP", 8080)));
+        assert!(!fits(
+            port("127.0.0.1", "UDP", 8080),
+            port("127.0.0.1", "UDP", 8080)
+        ));
     }
 
     #[test]
     fn other_port_or_protocol_or_ip_does_not_conflict() {
-        assert!(fits(port("127.0.0.1", "UDP", 8080), port("127.0.0.1", "UDP", 9090)));
-        assert!(fits(port("127.0.0.1", "UDP", 8080), port("127.0.0.1", "TCP", 8080)));
-        assert!(fits(port("127.0.0.1", "TCP", 8080), port("127.0.0.2", "TCP", 8080)));
+        assert!(fits(
+            port("127.0.0.1", "UDP", 8080),
+            port("127.0.0.1", "UDP", 9090)
+        ));
+        assert!(fits(
+            port("127.0.0.1", "UDP", 8080),
+            port("127.0.0.1", "TCP", 8080)
+        ));
+        assert!(fits(
+            port("127.0.0.1", "TCP", 8080),
+            port("127.0.0.2", "TCP", 8080)
+        ));
     }
 
     #[test]
     fn wildcard_address_conflicts_with_any_address() {
         // Existing binds all addresses, new pod binds one.
-        assert!(!fits(port("0.0.0.0", "TCP", 8001), port("127.0.0.1", "TCP", 8001)));
+        assert!(!fits(
+            port("0.0.0.0", "TCP", 8001),
+            port("127.0.0.1", "TCP", 8001)
+        ));
         // Existing binds one address, new pod binds all.
-        assert!(!fits(port("10.0.10.10", "TCP", 8001), port("0.0.0.0", "TCP", 8001)));
+        assert!(!fits(
+            port("10.0.10.10", "TCP", 8001),
+            port("0.0.0.0", "TCP", 8001)
+        ));
         // Wildcard on both sides.
-        assert!(!fits(port("0.0.0.0", "TCP", 8001), port("0.0.0.0", "TCP", 8001)));
+        assert!(!fits(
+            port("0.0.0.0", "TCP", 8001),
+            port("0.0.0.0", "TCP", 8001)
+        ));
         // ...but still only for the same protocol.
-        assert!(fits(port("0.0.0.0", "UDP", 8001), port("127.0.0.1", "TCP", 8001)));
+        assert!(fits(
+            port("0.0.0.0", "UDP", 8001),
+            port("127.0.0.1", "TCP", 8001)
+        ));
     }
 
     #[test]
@@ -114,10 +165,22 @@ mod tests {
 
     #[test]
     fn conflicts_sanitizes_empty_fields() {
-        let used = vec![HostPort { ip: String::new(), protocol: String::new(), port: 53 }];
-        let want = HostPort { ip: "1.2.3.4".into(), protocol: "TCP".into(), port: 53 };
+        let used = vec![HostPort {
+            ip: String::new(),
+            protocol: String::new(),
+            port: 53,
+        }];
+        let want = HostPort {
+            ip: "1.2.3.4".into(),
+            protocol: "TCP".into(),
+            port: 53,
+        };
         assert!(conflicts(&used, &want));
-        let zero = HostPort { ip: "1.2.3.4".into(), protocol: "TCP".into(), port: 0 };
+        let zero = HostPort {
+            ip: "1.2.3.4".into(),
+            protocol: "TCP".into(),
+            port: 0,
+        };
         assert!(!conflicts(&used, &zero));
     }
 }

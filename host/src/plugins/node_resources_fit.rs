@@ -6,14 +6,16 @@ use std::collections::BTreeSet;
 
 use serde_json::{Map, Value};
 
-use crate::framework::{CycleContext, CycleState, FilterPlugin, NodeInfo, PluginError, Rejection, ScorePlugin};
 use crate::framework::interface::MAX_NODE_SCORE;
+use crate::framework::{
+    CycleContext, CycleState, FilterPlugin, NodeInfo, PluginError, Rejection, ScorePlugin,
+};
 use crate::model::resources::{CPU, EPHEMERAL_STORAGE, MEMORY, PODS};
 use crate::model::Pod;
 
 use super::helpers::{
-    allocatable_and_requested, args_object, int_in, is_extended_resource, is_scalar_resource, json_type,
-    reject_unknown,
+    allocatable_and_requested, args_object, int_in, is_extended_resource, is_scalar_resource,
+    json_type, reject_unknown,
 };
 
 pub const NAME: &str = "NodeResourcesFit";
@@ -46,7 +48,10 @@ pub struct ResourceWeight {
 
 impl ResourceWeight {
     pub fn new(name: &str, weight: i64) -> Self {
-        Self { name: name.to_string(), weight }
+        Self {
+            name: name.to_string(),
+            weight,
+        }
     }
 }
 
@@ -90,18 +95,29 @@ impl FitArgs {
         let Some(obj) = args_object(NAME, args)? else {
             return Ok(out);
         };
-        reject_unknown(&obj, &["scoringStrategy", "ignoredResources", "ignoredResourceGroups"], "")?;
+        reject_unknown(
+            &obj,
+            &[
+                "scoringStrategy",
+                "ignoredResources",
+                "ignoredResourceGroups",
+            ],
+            "",
+        )?;
         if let Some(s) = obj.get("scoringStrategy") {
-            let s = s
-                .as_object()
-                .ok_or_else(|| format!("scoringStrategy: expected an object, got {}", json_type(s)))?;
+            let s = s.as_object().ok_or_else(|| {
+                format!("scoringStrategy: expected an object, got {}", json_type(s))
+            })?;
             parse_strategy(s, &mut out)?;
         }
         out.ignored_resources = string_set(obj.get("ignoredResources"), "ignoredResources")?;
-        out.ignored_resource_groups = string_set(obj.get("ignoredResourceGroups"), "ignoredResourceGroups")?;
+        out.ignored_resource_groups =
+            string_set(obj.get("ignoredResourceGroups"), "ignoredResourceGroups")?;
         for g in &out.ignored_resource_groups {
             if g.contains('/') {
-                return Err(format!("ignoredResourceGroups: {g:?} must be a domain without '/'"));
+                return Err(format!(
+                    "ignoredResourceGroups: {g:?} must be a domain without '/'"
+                ));
             }
         }
         Ok(out)
@@ -109,7 +125,11 @@ impl FitArgs {
 }
 
 fn parse_strategy(s: &Map<String, Value>, out: &mut FitArgs) -> Result<(), String> {
-    reject_unknown(s, &["type", "resources", "requestedToCapacityRatio"], "scoringStrategy.")?;
+    reject_unknown(
+        s,
+        &["type", "resources", "requestedToCapacityRatio"],
+        "scoringStrategy.",
+    )?;
     out.strategy = match s.get("type").map(|t| (t, t.as_str())) {
         None => return Err(format!("scoringStrategy.type: required (one of {STRATEGY_TYPES})")),
         Some((_, Some("LeastAllocated"))) => ScoringStrategy::LeastAllocated,
@@ -125,9 +145,12 @@ fn parse_strategy(s: &Map<String, Value>, out: &mut FitArgs) -> Result<(), Strin
         return Err("scoringStrategy.requestedToCapacityRatio: only valid with type RequestedToCapacityRatio".into());
     }
     if let Some(r) = s.get("resources") {
-        let list = r
-            .as_array()
-            .ok_or_else(|| format!("scoringStrategy.resources: expected an array, got {}", json_type(r)))?;
+        let list = r.as_array().ok_or_else(|| {
+            format!(
+                "scoringStrategy.resources: expected an array, got {}",
+                json_type(r)
+            )
+        })?;
         let mut resources = Vec::with_capacity(list.len());
         for (i, item) in list.iter().enumerate() {
             let path = format!("scoringStrategy.resources[{i}]");
@@ -243,13 +266,21 @@ impl FilterPlugin for NodeResourcesFit {
         NAME
     }
 
-    fn filter(&self, ctx: &CycleContext, _state: &CycleState, node: &NodeInfo) -> Result<(), Rejection> {
+    fn filter(
+        &self,
+        ctx: &CycleContext,
+        _state: &CycleState,
+        node: &NodeInfo,
+    ) -> Result<(), Rejection> {
         let reasons = self.insufficient(ctx.pod, node);
         if reasons.is_empty() {
             Ok(())
         } else {
             // Unschedulable, not unresolvable: preemption can free room.
-            Err(Rejection { reasons, unresolvable: false })
+            Err(Rejection {
+                reasons,
+                unresolvable: false,
+            })
         }
     }
 }
@@ -279,7 +310,12 @@ impl ScorePlugin for NodeResourcesFit {
 
     /// Upstream `leastResourceScorer`/`mostResourceScorer`: the weighted
     /// average of the per-resource scores, over the resources the node has.
-    fn score(&self, ctx: &CycleContext, _state: &CycleState, node: &NodeInfo) -> Result<i64, PluginError> {
+    fn score(
+        &self,
+        ctx: &CycleContext,
+        _state: &CycleState,
+        node: &NodeInfo,
+    ) -> Result<i64, PluginError> {
         let per_resource = match self.args.strategy {
             ScoringStrategy::LeastAllocated => least_requested_score,
             ScoringStrategy::MostAllocated => most_requested_score,
@@ -320,34 +356,63 @@ mod tests {
         used: &[(&str, &str)],
         pod: P,
     ) -> Result<(), Rejection> {
-        let snap = cluster(vec![N::new("n1").alloc(alloc).build()], vec![("n1", P::new("used").req(used).build())]);
-        filter_all(plugin, &pod.build(), &snap).remove("n1").expect("n1")
+        let snap = cluster(
+            vec![N::new("n1").alloc(alloc).build()],
+            vec![("n1", P::new("used").req(used).build())],
+        );
+        filter_all(plugin, &pod.build(), &snap)
+            .remove("n1")
+            .expect("n1")
     }
 
     const NODE_10_20: &[(&str, &str)] = &[("cpu", "10m"), ("memory", "20"), ("pods", "32")];
 
     fn reasons(r: &[&str]) -> Result<(), Rejection> {
-        Err(Rejection { reasons: r.iter().map(|s| s.to_string()).collect(), unresolvable: false })
+        Err(Rejection {
+            reasons: r.iter().map(|s| s.to_string()).collect(),
+            unresolvable: false,
+        })
     }
 
     #[test]
     fn pod_without_requests_fits_a_full_node() {
-        assert_eq!(check(NODE_10_20, &[("cpu", "10m"), ("memory", "20")], P::new("p")), ok());
+        assert_eq!(
+            check(NODE_10_20, &[("cpu", "10m"), ("memory", "20")], P::new("p")),
+            ok()
+        );
     }
 
     #[test]
     fn fits_exactly_the_remaining_room() {
         let used = &[("cpu", "5m"), ("memory", "5")];
-        assert_eq!(check(NODE_10_20, used, P::new("p").req(&[("cpu", "5m"), ("memory", "15")])), ok());
+        assert_eq!(
+            check(
+                NODE_10_20,
+                used,
+                P::new("p").req(&[("cpu", "5m"), ("memory", "15")])
+            ),
+            ok()
+        );
     }
 
     #[test]
     fn one_resource_short_gives_its_reason() {
         let used = &[("cpu", "9m"), ("memory", "19")];
-        assert_eq!(check(NODE_10_20, used, P::new("p").req(&[("cpu", "2m"), ("memory", "1")])), reasons(&["Insufficient cpu"]));
+        assert_eq!(
+            check(
+                NODE_10_20,
+                used,
+                P::new("p").req(&[("cpu", "2m"), ("memory", "1")])
+            ),
+            reasons(&["Insufficient cpu"])
+        );
         let used = &[("cpu", "5m"), ("memory", "19")];
         assert_eq!(
-            check(NODE_10_20, used, P::new("p").req(&[("cpu", "1m"), ("memory", "2")])),
+            check(
+                NODE_10_20,
+                used,
+                P::new("p").req(&[("cpu", "1m"), ("memory", "2")])
+            ),
             reasons(&["Insufficient memory"])
         );
     }
@@ -356,13 +421,21 @@ mod tests {
     fn init_container_larger_than_the_containers_sets_the_request() {
         // Containers sum to 2m cpu, the init container needs 3m: 3m counts.
         let used = &[("cpu", "8m"), ("memory", "19")];
-        let pod = P::new("p").req(&[("cpu", "1m"), ("memory", "1")]).req(&[("cpu", "1m")]).init_req(&[("cpu", "3m")]);
+        let pod = P::new("p")
+            .req(&[("cpu", "1m"), ("memory", "1")])
+            .req(&[("cpu", "1m")])
+            .init_req(&[("cpu", "3m")]);
         assert_eq!(check(NODE_10_20, used, pod), reasons(&["Insufficient cpu"]));
         // Without the init container the same pod fits.
-        let pod = P::new("p").req(&[("cpu", "1m"), ("memory", "1")]).req(&[("cpu", "1m")]);
+        let pod = P::new("p")
+            .req(&[("cpu", "1m"), ("memory", "1")])
+            .req(&[("cpu", "1m")]);
         assert_eq!(check(NODE_10_20, used, pod), ok());
         // An init container smaller than the sum does not matter.
-        let pod = P::new("p").req(&[("cpu", "1m"), ("memory", "1")]).req(&[("cpu", "1m")]).init_req(&[("cpu", "1m")]);
+        let pod = P::new("p")
+            .req(&[("cpu", "1m"), ("memory", "1")])
+            .req(&[("cpu", "1m")])
+            .init_req(&[("cpu", "1m")]);
         assert_eq!(check(NODE_10_20, used, pod), ok());
     }
 
@@ -371,45 +444,83 @@ mod tests {
         let used = &[("cpu", "5m"), ("memory", "5")];
         let pod = P::new("p").req(&[("cpu", "4m"), ("memory", "4")]);
         assert_eq!(check(NODE_10_20, used, pod), ok());
-        let pod = P::new("p").req(&[("cpu", "4m"), ("memory", "4")]).spec("overhead", json!({"cpu": "3m", "memory": "13"}));
-        assert_eq!(check(NODE_10_20, used, pod), reasons(&["Insufficient cpu", "Insufficient memory"]));
+        let pod = P::new("p")
+            .req(&[("cpu", "4m"), ("memory", "4")])
+            .spec("overhead", json!({"cpu": "3m", "memory": "13"}));
+        assert_eq!(
+            check(NODE_10_20, used, pod),
+            reasons(&["Insufficient cpu", "Insufficient memory"])
+        );
     }
 
     #[test]
     fn extended_resources_are_checked() {
-        let alloc = &[("cpu", "4"), ("memory", "8Gi"), ("pods", "110"), ("nvidia.com/gpu", "2")];
+        let alloc = &[
+            ("cpu", "4"),
+            ("memory", "8Gi"),
+            ("pods", "110"),
+            ("nvidia.com/gpu", "2"),
+        ];
         let gpu = |n: &'static str| P::new("p").req(&[("nvidia.com/gpu", n)]);
         assert_eq!(check(alloc, &[("nvidia.com/gpu", "1")], gpu("1")), ok());
-        assert_eq!(check(alloc, &[("nvidia.com/gpu", "1")], gpu("2")), reasons(&["Insufficient nvidia.com/gpu"]));
+        assert_eq!(
+            check(alloc, &[("nvidia.com/gpu", "1")], gpu("2")),
+            reasons(&["Insufficient nvidia.com/gpu"])
+        );
         // A node without the resource cannot host it at all.
-        assert_eq!(check(&[("cpu", "4"), ("memory", "8Gi")], &[], gpu("1")), reasons(&["Insufficient nvidia.com/gpu"]));
+        assert_eq!(
+            check(&[("cpu", "4"), ("memory", "8Gi")], &[], gpu("1")),
+            reasons(&["Insufficient nvidia.com/gpu"])
+        );
         // A limit alone defaults the request (API-server defaulting).
         let limit_only = P::new("p").spec(
             "containers",
             json!([{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "3"}}}]),
         );
-        assert_eq!(check(alloc, &[], limit_only), reasons(&["Insufficient nvidia.com/gpu"]));
+        assert_eq!(
+            check(alloc, &[], limit_only),
+            reasons(&["Insufficient nvidia.com/gpu"])
+        );
     }
 
     #[test]
     fn extended_resources_can_be_ignored_by_name_or_group() {
         let alloc = &[("cpu", "4"), ("memory", "8Gi")];
         let pod = || P::new("p").req(&[("example.com/aaa", "1"), ("nvidia.com/gpu", "1")]);
-        let by_name = NodeResourcesFit::from_args(&json!({"ignoredResources": ["example.com/aaa"]})).unwrap();
-        assert_eq!(check_with(&by_name, alloc, &[], pod()), reasons(&["Insufficient nvidia.com/gpu"]));
-        let by_group = NodeResourcesFit::from_args(&json!({"ignoredResourceGroups": ["example.com", "nvidia.com"]})).unwrap();
+        let by_name =
+            NodeResourcesFit::from_args(&json!({"ignoredResources": ["example.com/aaa"]})).unwrap();
+        assert_eq!(
+            check_with(&by_name, alloc, &[], pod()),
+            reasons(&["Insufficient nvidia.com/gpu"])
+        );
+        let by_group = NodeResourcesFit::from_args(
+            &json!({"ignoredResourceGroups": ["example.com", "nvidia.com"]}),
+        )
+        .unwrap();
         assert_eq!(check_with(&by_group, alloc, &[], pod()), ok());
         // kubernetes.io/ resources are not extended and cannot be ignored.
-        let native = NodeResourcesFit::from_args(&json!({"ignoredResources": ["kubernetes.io/something"]})).unwrap();
+        let native =
+            NodeResourcesFit::from_args(&json!({"ignoredResources": ["kubernetes.io/something"]}))
+                .unwrap();
         let pod = P::new("p").req(&[("kubernetes.io/something", "1")]);
-        assert_eq!(check_with(&native, alloc, &[], pod), reasons(&["Insufficient kubernetes.io/something"]));
+        assert_eq!(
+            check_with(&native, alloc, &[], pod),
+            reasons(&["Insufficient kubernetes.io/something"])
+        );
     }
 
     #[test]
     fn ephemeral_storage_is_checked() {
-        let alloc = &[("cpu", "4"), ("memory", "8Gi"), ("ephemeral-storage", "20Gi")];
+        let alloc = &[
+            ("cpu", "4"),
+            ("memory", "8Gi"),
+            ("ephemeral-storage", "20Gi"),
+        ];
         let pod = P::new("p").req(&[("ephemeral-storage", "15Gi")]);
-        assert_eq!(check(alloc, &[("ephemeral-storage", "10Gi")], pod), reasons(&["Insufficient ephemeral-storage"]));
+        assert_eq!(
+            check(alloc, &[("ephemeral-storage", "10Gi")], pod),
+            reasons(&["Insufficient ephemeral-storage"])
+        );
     }
 
     #[test]
@@ -459,8 +570,15 @@ mod tests {
 
     // ---- scoring --------------------------------------------------------
 
-    fn two_nodes(a: &[(&str, &str)], b: &[(&str, &str)], placed: Vec<(&str, crate::model::Pod)>) -> crate::framework::Snapshot {
-        cluster(vec![N::new("a").alloc(a).build(), N::new("b").alloc(b).build()], placed)
+    fn two_nodes(
+        a: &[(&str, &str)],
+        b: &[(&str, &str)],
+        placed: Vec<(&str, crate::model::Pod)>,
+    ) -> crate::framework::Snapshot {
+        cluster(
+            vec![N::new("a").alloc(a).build(), N::new("b").alloc(b).build()],
+            placed,
+        )
     }
 
     #[test]
@@ -469,8 +587,15 @@ mod tests {
         // requested, differently sized nodes":
         // a: cpu (4000-3000)*100/4000 = 25, memory (10000-5000)*100/10000 = 50 -> 37
         // b: cpu (6000-3000)*100/6000 = 50, memory 50 -> 50
-        let snap = two_nodes(&[("cpu", "4"), ("memory", "10000")], &[("cpu", "6"), ("memory", "10000")], vec![]);
-        let pod = P::new("p").req(&[("cpu", "1"), ("memory", "2000")]).req(&[("cpu", "2"), ("memory", "3000")]).build();
+        let snap = two_nodes(
+            &[("cpu", "4"), ("memory", "10000")],
+            &[("cpu", "6"), ("memory", "10000")],
+            vec![],
+        );
+        let pod = P::new("p")
+            .req(&[("cpu", "1"), ("memory", "2000")])
+            .req(&[("cpu", "2"), ("memory", "3000")])
+            .build();
         let s = score_all(&fit(), &pod, &snap);
         assert_eq!((s["a"], s["b"]), (37, 50));
     }
@@ -484,14 +609,27 @@ mod tests {
         // b: cpu (4000-100)*100/4000 = 97; memory
         //    (8589934592-209715200)*100/8589934592 = 97 -> 97
         let alloc = &[("cpu", "4"), ("memory", "8Gi")];
-        let snap = two_nodes(alloc, alloc, vec![("a", P::new("used").req(&[("cpu", "1"), ("memory", "2Gi")]).build())]);
+        let snap = two_nodes(
+            alloc,
+            alloc,
+            vec![(
+                "a",
+                P::new("used")
+                    .req(&[("cpu", "1"), ("memory", "2Gi")])
+                    .build(),
+            )],
+        );
         let s = score_all(&fit(), &P::new("p").build(), &snap);
         assert_eq!((s["a"], s["b"]), (72, 97));
     }
 
     #[test]
     fn least_allocated_over_capacity_scores_zero() {
-        let snap = two_nodes(&[("cpu", "1"), ("memory", "1000")], &[("cpu", "1"), ("memory", "1000")], vec![]);
+        let snap = two_nodes(
+            &[("cpu", "1"), ("memory", "1000")],
+            &[("cpu", "1"), ("memory", "1000")],
+            vec![],
+        );
         let pod = P::new("p").req(&[("cpu", "2"), ("memory", "2000")]).build();
         let s = score_all(&fit(), &pod, &snap);
         assert_eq!((s["a"], s["b"]), (0, 0));
@@ -503,8 +641,14 @@ mod tests {
         // requested, differently sized nodes":
         // a: cpu 1000*100/4000 = 25, memory 2000*100/10000 = 20 -> 22
         // b: cpu 1000*100/6000 = 16, memory 20 -> 18
-        let most = NodeResourcesFit::from_args(&json!({"scoringStrategy": {"type": "MostAllocated"}})).unwrap();
-        let snap = two_nodes(&[("cpu", "4"), ("memory", "10000")], &[("cpu", "6"), ("memory", "10000")], vec![]);
+        let most =
+            NodeResourcesFit::from_args(&json!({"scoringStrategy": {"type": "MostAllocated"}}))
+                .unwrap();
+        let snap = two_nodes(
+            &[("cpu", "4"), ("memory", "10000")],
+            &[("cpu", "6"), ("memory", "10000")],
+            vec![],
+        );
         let pod = P::new("p").req(&[("cpu", "1"), ("memory", "2000")]).build();
         let s = score_all(&most, &pod, &snap);
         assert_eq!((s["a"], s["b"]), (22, 18));
@@ -520,7 +664,11 @@ mod tests {
             "resources": [{"name": "cpu", "weight": 2}, {"name": "memory", "weight": 1}]
         }}))
         .unwrap();
-        let snap = two_nodes(&[("cpu", "4"), ("memory", "10000")], &[("cpu", "6"), ("memory", "10000")], vec![]);
+        let snap = two_nodes(
+            &[("cpu", "4"), ("memory", "10000")],
+            &[("cpu", "6"), ("memory", "10000")],
+            vec![],
+        );
         let pod = P::new("p").req(&[("cpu", "5"), ("memory", "2000")]).build();
         let s = score_all(&most, &pod, &snap);
         assert_eq!((s["a"], s["b"]), (73, 62));
@@ -535,12 +683,20 @@ mod tests {
         }}))
         .unwrap();
         let alloc = &[("cpu", "8"), ("memory", "8Gi"), ("nvidia.com/gpu", "4")];
-        let snap = two_nodes(alloc, alloc, vec![("a", P::new("used").req(&[("nvidia.com/gpu", "1")]).build())]);
+        let snap = two_nodes(
+            alloc,
+            alloc,
+            vec![("a", P::new("used").req(&[("nvidia.com/gpu", "1")]).build())],
+        );
         let pod = P::new("p").req(&[("nvidia.com/gpu", "1")]).build();
         let s = score_all(&most, &pod, &snap);
         assert_eq!((s["a"], s["b"]), (50, 25));
         // A pod not asking for GPUs is not scored on them at all.
-        let s = score_all(&most, &P::new("cpu-only").req(&[("cpu", "1")]).build(), &snap);
+        let s = score_all(
+            &most,
+            &P::new("cpu-only").req(&[("cpu", "1")]).build(),
+            &snap,
+        );
         assert_eq!((s["a"], s["b"]), (0, 0));
     }
 
@@ -562,7 +718,10 @@ mod tests {
         assert_eq!(a, FitArgs::default());
         assert_eq!(a.strategy, ScoringStrategy::LeastAllocated);
         assert_eq!(a.resources, default_resources());
-        assert_eq!(NodeResourcesFit::from_args(&json!({})).unwrap().args(), &FitArgs::default());
+        assert_eq!(
+            NodeResourcesFit::from_args(&json!({})).unwrap().args(),
+            &FitArgs::default()
+        );
     }
 
     #[test]
@@ -578,10 +737,19 @@ mod tests {
         }))
         .unwrap();
         assert_eq!(p.args().strategy, ScoringStrategy::MostAllocated);
-        assert_eq!(p.args().resources, vec![ResourceWeight::new("cpu", 1), ResourceWeight::new("nvidia.com/gpu", 5)]);
+        assert_eq!(
+            p.args().resources,
+            vec![
+                ResourceWeight::new("cpu", 1),
+                ResourceWeight::new("nvidia.com/gpu", 5)
+            ]
+        );
         assert!(p.args().ignored_resources.contains("example.com/aaa"));
         // An empty resource list keeps the default; an omitted weight is 1.
-        let p = NodeResourcesFit::from_args(&json!({"scoringStrategy": {"type": "LeastAllocated", "resources": []}})).unwrap();
+        let p = NodeResourcesFit::from_args(
+            &json!({"scoringStrategy": {"type": "LeastAllocated", "resources": []}}),
+        )
+        .unwrap();
         assert_eq!(p.args().resources, default_resources());
         let p = NodeResourcesFit::from_args(&json!({"scoringStrategy": {"type": "LeastAllocated", "resources": [{"name": "memory"}]}})).unwrap();
         assert_eq!(p.args().resources, vec![ResourceWeight::new("memory", 1)]);
@@ -591,23 +759,33 @@ mod tests {
     fn args_errors_name_the_field() {
         let err = |v: serde_json::Value| NodeResourcesFit::from_args(&v).unwrap_err();
         assert!(err(json!({"scoringStrategi": {}})).starts_with("scoringStrategi: unknown field"));
-        assert!(err(json!({"scoringStrategy": {"type": "Fancy"}})).starts_with("scoringStrategy.type: unsupported value"));
+        assert!(err(json!({"scoringStrategy": {"type": "Fancy"}}))
+            .starts_with("scoringStrategy.type: unsupported value"));
         assert!(err(json!({"scoringStrategy": {}})).starts_with("scoringStrategy.type: required"));
-        assert!(err(json!({"scoringStrategy": {"type": "RequestedToCapacityRatio"}})).contains("not supported"));
-        assert!(err(json!({"scoringStrategy": {"type": "MostAllocated", "shape": []}}))
-            .starts_with("scoringStrategy.shape: unknown field"));
+        assert!(
+            err(json!({"scoringStrategy": {"type": "RequestedToCapacityRatio"}}))
+                .contains("not supported")
+        );
+        assert!(
+            err(json!({"scoringStrategy": {"type": "MostAllocated", "shape": []}}))
+                .starts_with("scoringStrategy.shape: unknown field")
+        );
         assert!(err(json!({"scoringStrategy": {"type": "MostAllocated", "resources": [{"name": "cpu", "weight": 0}]}}))
             .starts_with("scoringStrategy.resources[0].weight: must be an integer in 1..=100"));
         assert!(err(json!({"scoringStrategy": {"type": "MostAllocated", "resources": [{"name": "cpu", "weight": 101}]}}))
             .starts_with("scoringStrategy.resources[0].weight"));
-        assert!(err(json!({"scoringStrategy": {"type": "MostAllocated", "resources": [{"weight": 1}]}}))
-            .starts_with("scoringStrategy.resources[0].name"));
+        assert!(err(
+            json!({"scoringStrategy": {"type": "MostAllocated", "resources": [{"weight": 1}]}})
+        )
+        .starts_with("scoringStrategy.resources[0].name"));
         assert!(err(json!({"scoringStrategy": {"type": "MostAllocated", "resources": [{"name": "cpu", "wieght": 1}]}}))
             .starts_with("scoringStrategy.resources[0].wieght: unknown field"));
         assert!(err(json!({"scoringStrategy": {"type": "MostAllocated", "resources": [{"name": "cpu"}, {"name": "cpu"}]}}))
             .contains("duplicate"));
-        assert!(err(json!({"ignoredResources": "x"})).starts_with("ignoredResources: expected an array"));
+        assert!(err(json!({"ignoredResources": "x"}))
+            .starts_with("ignoredResources: expected an array"));
         assert!(err(json!({"ignoredResources": [1]})).starts_with("ignoredResources[0]"));
-        assert!(err(json!({"scoringStrategy": "MostAllocated"})).starts_with("scoringStrategy: expected an object"));
+        assert!(err(json!({"scoringStrategy": "MostAllocated"}))
+            .starts_with("scoringStrategy: expected an object"));
     }
 }

@@ -3,7 +3,7 @@
 
 use crate::framework::{CycleContext, CycleState, FilterPlugin, NodeInfo, Rejection};
 use crate::model::pod::tolerated;
-use crate::model::{TaintEffect, Taint};
+use crate::model::{Taint, TaintEffect};
 
 pub const NAME: &str = "NodeUnschedulable";
 
@@ -23,7 +23,12 @@ impl FilterPlugin for NodeUnschedulable {
         NAME
     }
 
-    fn filter(&self, ctx: &CycleContext, _state: &CycleState, node: &NodeInfo) -> Result<(), Rejection> {
+    fn filter(
+        &self,
+        ctx: &CycleContext,
+        _state: &CycleState,
+        node: &NodeInfo,
+    ) -> Result<(), Rejection> {
         if !node.node.unschedulable {
             return Ok(());
         }
@@ -50,7 +55,9 @@ mod tests {
 
     fn run(pod: P, node: N) -> Result<(), Rejection> {
         let snap = cluster(vec![node.build()], vec![]);
-        filter_all(&NodeUnschedulable, &pod.build(), &snap).remove("n1").expect("n1")
+        filter_all(&NodeUnschedulable, &pod.build(), &snap)
+            .remove("n1")
+            .expect("n1")
     }
 
     #[test]
@@ -60,7 +67,10 @@ mod tests {
 
     #[test]
     fn cordoned_node_rejects_unresolvably() {
-        assert_eq!(run(P::new("p"), N::new("n1").unschedulable()), unresolvable(ERR_REASON));
+        assert_eq!(
+            run(P::new("p"), N::new("n1").unschedulable()),
+            unresolvable(ERR_REASON)
+        );
     }
 
     #[test]
@@ -79,8 +89,14 @@ mod tests {
         let wrong_effect = P::new("p").tolerations(json!([
             {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoExecute"}
         ]));
-        assert_eq!(run(wrong_effect, N::new("n1").unschedulable()), unresolvable(ERR_REASON));
+        assert_eq!(
+            run(wrong_effect, N::new("n1").unschedulable()),
+            unresolvable(ERR_REASON)
+        );
         let wrong_key = P::new("p").tolerations(json!([{"key": "other", "operator": "Exists"}]));
-        assert_eq!(run(wrong_key, N::new("n1").unschedulable()), unresolvable(ERR_REASON));
+        assert_eq!(
+            run(wrong_key, N::new("n1").unschedulable()),
+            unresolvable(ERR_REASON)
+        );
     }
 }

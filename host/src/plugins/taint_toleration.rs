@@ -3,7 +3,9 @@
 //! less attractive.
 
 use crate::framework::interface::default_normalize;
-use crate::framework::{CycleContext, CycleState, FilterPlugin, NodeInfo, PluginError, Rejection, ScorePlugin};
+use crate::framework::{
+    CycleContext, CycleState, FilterPlugin, NodeInfo, PluginError, Rejection, ScorePlugin,
+};
 use crate::model::pod::tolerated;
 use crate::model::TaintEffect;
 
@@ -19,13 +21,21 @@ impl FilterPlugin for TaintToleration {
 
     /// Upstream reports the first untolerated taint in the node's order,
     /// so the message names one taint even when several block the pod.
-    fn filter(&self, ctx: &CycleContext, _state: &CycleState, node: &NodeInfo) -> Result<(), Rejection> {
+    fn filter(
+        &self,
+        ctx: &CycleContext,
+        _state: &CycleState,
+        node: &NodeInfo,
+    ) -> Result<(), Rejection> {
         let blocking = node.node.taints.iter().find(|t| {
-            matches!(t.effect, TaintEffect::NoSchedule | TaintEffect::NoExecute) && !tolerated(&ctx.pod.tolerations, t)
+            matches!(t.effect, TaintEffect::NoSchedule | TaintEffect::NoExecute)
+                && !tolerated(&ctx.pod.tolerations, t)
         });
         match blocking {
             // Preemption cannot remove a taint.
-            Some(t) => Err(Rejection::unresolvable(format!("node(s) had untolerated taint {t}"))),
+            Some(t) => Err(Rejection::unresolvable(format!(
+                "node(s) had untolerated taint {t}"
+            ))),
             None => Ok(()),
         }
     }
@@ -37,18 +47,30 @@ impl ScorePlugin for TaintToleration {
     }
 
     /// The number of PreferNoSchedule taints the pod does not tolerate.
-    fn score(&self, ctx: &CycleContext, _state: &CycleState, node: &NodeInfo) -> Result<i64, PluginError> {
+    fn score(
+        &self,
+        ctx: &CycleContext,
+        _state: &CycleState,
+        node: &NodeInfo,
+    ) -> Result<i64, PluginError> {
         let n = node
             .node
             .taints
             .iter()
-            .filter(|t| t.effect == TaintEffect::PreferNoSchedule && !tolerated(&ctx.pod.tolerations, t))
+            .filter(|t| {
+                t.effect == TaintEffect::PreferNoSchedule && !tolerated(&ctx.pod.tolerations, t)
+            })
             .count();
         Ok(i64::try_from(n).unwrap_or(i64::MAX))
     }
 
     /// Fewer untolerated taints score higher.
-    fn normalize(&self, _ctx: &CycleContext, _state: &CycleState, scores: &mut [i64]) -> Result<(), PluginError> {
+    fn normalize(
+        &self,
+        _ctx: &CycleContext,
+        _state: &CycleState,
+        scores: &mut [i64],
+    ) -> Result<(), PluginError> {
         default_normalize(scores, true);
         Ok(())
     }
@@ -64,7 +86,9 @@ mod tests {
     fn filter(tolerations: Value, taints: Value) -> Result<(), Rejection> {
         let snap = cluster(vec![N::new("n1").taints(taints).build()], vec![]);
         let pod = P::new("p").tolerations(tolerations).build();
-        filter_all(&TaintToleration, &pod, &snap).remove("n1").expect("n1")
+        filter_all(&TaintToleration, &pod, &snap)
+            .remove("n1")
+            .expect("n1")
     }
 
     #[test]
@@ -75,18 +99,30 @@ mod tests {
     #[test]
     fn no_schedule_and_no_execute_taints_reject_unresolvably() {
         assert_eq!(
-            filter(json!([]), json!([{"key": "dedicated", "value": "user1", "effect": "NoSchedule"}])),
+            filter(
+                json!([]),
+                json!([{"key": "dedicated", "value": "user1", "effect": "NoSchedule"}])
+            ),
             unresolvable("node(s) had untolerated taint {dedicated: user1}")
         );
         assert_eq!(
-            filter(json!([]), json!([{"key": "node.kubernetes.io/not-ready", "effect": "NoExecute"}])),
+            filter(
+                json!([]),
+                json!([{"key": "node.kubernetes.io/not-ready", "effect": "NoExecute"}])
+            ),
             unresolvable("node(s) had untolerated taint {node.kubernetes.io/not-ready: }")
         );
     }
 
     #[test]
     fn prefer_no_schedule_does_not_filter() {
-        assert_eq!(filter(json!([]), json!([{"key": "k", "value": "v", "effect": "PreferNoSchedule"}])), ok());
+        assert_eq!(
+            filter(
+                json!([]),
+                json!([{"key": "k", "value": "v", "effect": "PreferNoSchedule"}])
+            ),
+            ok()
+        );
     }
 
     #[test]
@@ -95,9 +131,16 @@ mod tests {
             {"key": "a", "value": "1", "effect": "NoSchedule"},
             {"key": "b", "value": "2", "effect": "NoSchedule"}
         ]);
-        let tol_a = json!([{"key": "a", "operator": "Equal", "value": "1", "effect": "NoSchedule"}]);
-        assert_eq!(filter(json!([]), taints.clone()), unresolvable("node(s) had untolerated taint {a: 1}"));
-        assert_eq!(filter(tol_a, taints), unresolvable("node(s) had untolerated taint {b: 2}"));
+        let tol_a =
+            json!([{"key": "a", "operator": "Equal", "value": "1", "effect": "NoSchedule"}]);
+        assert_eq!(
+            filter(json!([]), taints.clone()),
+            unresolvable("node(s) had untolerated taint {a: 1}")
+        );
+        assert_eq!(
+            filter(tol_a, taints),
+            unresolvable("node(s) had untolerated taint {b: 2}")
+        );
     }
 
     #[test]
@@ -109,7 +152,10 @@ mod tests {
         let implicit = json!([{"key": "dedicated", "value": "user1", "effect": "NoSchedule"}]);
         assert_eq!(filter(same, taint.clone()), ok());
         assert_eq!(filter(implicit, taint.clone()), ok());
-        assert_eq!(filter(other, taint), unresolvable("node(s) had untolerated taint {dedicated: user1}"));
+        assert_eq!(
+            filter(other, taint),
+            unresolvable("node(s) had untolerated taint {dedicated: user1}")
+        );
     }
 
     #[test]
@@ -125,10 +171,16 @@ mod tests {
             {"key": "a", "value": "1", "effect": "NoSchedule"},
             {"key": "b", "effect": "NoExecute"}
         ]);
-        assert_eq!(filter(json!([{"operator": "Exists"}]), taints.clone()), ok());
+        assert_eq!(
+            filter(json!([{"operator": "Exists"}]), taints.clone()),
+            ok()
+        );
         // ...but only for its effect when it names one.
         assert_eq!(
-            filter(json!([{"operator": "Exists", "effect": "NoSchedule"}]), taints),
+            filter(
+                json!([{"operator": "Exists", "effect": "NoSchedule"}]),
+                taints
+            ),
             unresolvable("node(s) had untolerated taint {b: }")
         );
     }
@@ -139,14 +191,23 @@ mod tests {
             {"key": "k", "value": "v", "effect": "NoSchedule"},
             {"key": "k", "value": "v", "effect": "NoExecute"}
         ]);
-        assert_eq!(filter(json!([{"key": "k", "operator": "Equal", "value": "v"}]), taints), ok());
+        assert_eq!(
+            filter(
+                json!([{"key": "k", "operator": "Equal", "value": "v"}]),
+                taints
+            ),
+            ok()
+        );
     }
 
     #[test]
     fn toleration_with_another_effect_does_not_tolerate() {
         let taint = json!([{"key": "k", "value": "v", "effect": "NoExecute"}]);
         let tol = json!([{"key": "k", "operator": "Equal", "value": "v", "effect": "NoSchedule"}]);
-        assert_eq!(filter(tol, taint), unresolvable("node(s) had untolerated taint {k: v}"));
+        assert_eq!(
+            filter(tol, taint),
+            unresolvable("node(s) had untolerated taint {k: v}")
+        );
     }
 
     fn prefer(key: &str) -> Value {
@@ -160,7 +221,9 @@ mod tests {
             vec![
                 N::new("a").build(),
                 N::new("b").taints(json!([prefer("t1")])).build(),
-                N::new("c").taints(json!([prefer("t1"), prefer("t2"), prefer("t3")])).build(),
+                N::new("c")
+                    .taints(json!([prefer("t1"), prefer("t2"), prefer("t3")]))
+                    .build(),
             ],
             vec![],
         );
@@ -177,7 +240,9 @@ mod tests {
         let snap = cluster(
             vec![
                 N::new("a").taints(json!([prefer("t1")])).build(),
-                N::new("b").taints(json!([prefer("t2"), {"key": "hard", "effect": "NoSchedule"}])).build(),
+                N::new("b")
+                    .taints(json!([prefer("t2"), {"key": "hard", "effect": "NoSchedule"}]))
+                    .build(),
             ],
             vec![],
         );

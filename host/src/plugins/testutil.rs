@@ -8,11 +8,18 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1 as k8s;
 use serde_json::{json, Value};
 
-use crate::framework::{CycleContext, CycleState, FilterPlugin, NodeInfo, Rejection, ScorePlugin, Snapshot};
+use crate::framework::{
+    CycleContext, CycleState, FilterPlugin, NodeInfo, Rejection, ScorePlugin, Snapshot,
+};
 use crate::model::{Node, Pod};
 
 fn kv(pairs: &[(&str, &str)]) -> Value {
-    Value::Object(pairs.iter().map(|(k, v)| (k.to_string(), json!(v))).collect())
+    Value::Object(
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), json!(v)))
+            .collect(),
+    )
 }
 
 /// A pod under construction, as Kubernetes JSON.
@@ -55,7 +62,9 @@ impl P {
         if self.0["spec"]["initContainers"].is_null() {
             self.0["spec"]["initContainers"] = json!([]);
         }
-        let i = self.0["spec"]["initContainers"].as_array().map_or(0, Vec::len);
+        let i = self.0["spec"]["initContainers"]
+            .as_array()
+            .map_or(0, Vec::len);
         let c = json!({"name": format!("i{i}"), "resources": {"requests": kv(requests)}});
         if let Some(a) = self.0["spec"]["initContainers"].as_array_mut() {
             a.push(c);
@@ -91,7 +100,10 @@ impl P {
     }
 
     pub fn build(mut self) -> Pod {
-        if self.0["spec"]["containers"].as_array().is_some_and(Vec::is_empty) {
+        if self.0["spec"]["containers"]
+            .as_array()
+            .is_some_and(Vec::is_empty)
+        {
             self.0["spec"]["containers"] = json!([{"name": "c0"}]);
         }
         let k: k8s::Pod = serde_json::from_value(self.0).expect("test pod JSON");
@@ -156,8 +168,15 @@ pub fn cluster(nodes: Vec<Node>, placed: Vec<(&str, Pod)>) -> Snapshot {
 
 /// PreFilter then Filter on every node, as the cycle does; a PreFilter
 /// rejection rejects every node.
-pub fn filter_all(plugin: &dyn FilterPlugin, pod: &Pod, snap: &Snapshot) -> BTreeMap<String, Result<(), Rejection>> {
-    let ctx = CycleContext { pod, snapshot: snap };
+pub fn filter_all(
+    plugin: &dyn FilterPlugin,
+    pod: &Pod,
+    snap: &Snapshot,
+) -> BTreeMap<String, Result<(), Rejection>> {
+    let ctx = CycleContext {
+        pod,
+        snapshot: snap,
+    };
     let mut state = CycleState::default();
     let pre = plugin.pre_filter(&ctx, &mut state);
     snap.nodes()
@@ -169,11 +188,6 @@ pub fn filter_all(plugin: &dyn FilterPlugin, pod: &Pod, snap: &Snapshot) -> BTre
             (n.name().to_string(), r)
         })
         .collect()
-}
-
-/// Names of the nodes `filter_all` passes.
-pub fn feasible(plugin: &dyn FilterPlugin, pod: &Pod, snap: &Snapshot) -> Vec<String> {
-    filter_all(plugin, pod, snap).into_iter().filter(|(_, r)| r.is_ok()).map(|(n, _)| n).collect()
 }
 
 /// PreScore, Score and NormalizeScore over every node of the snapshot.
@@ -196,19 +210,36 @@ pub fn score_nodes(
     feasible: &[&NodeInfo],
     normalize: bool,
 ) -> BTreeMap<String, i64> {
-    let ctx = CycleContext { pod, snapshot: snap };
+    let ctx = CycleContext {
+        pod,
+        snapshot: snap,
+    };
     let mut state = CycleState::default();
-    plugin.pre_score(&ctx, &mut state, feasible).expect("pre_score");
-    let mut scores: Vec<i64> = feasible.iter().map(|n| plugin.score(&ctx, &state, n).expect("score")).collect();
+    plugin
+        .pre_score(&ctx, &mut state, feasible)
+        .expect("pre_score");
+    let mut scores: Vec<i64> = feasible
+        .iter()
+        .map(|n| plugin.score(&ctx, &state, n).expect("score"))
+        .collect();
     if normalize {
-        plugin.normalize(&ctx, &state, &mut scores).expect("normalize");
+        plugin
+            .normalize(&ctx, &state, &mut scores)
+            .expect("normalize");
     }
-    feasible.iter().map(|n| n.name().to_string()).zip(scores).collect()
+    feasible
+        .iter()
+        .map(|n| n.name().to_string())
+        .zip(scores)
+        .collect()
 }
 
 /// The node infos of `names`, in that order.
 pub fn infos<'a>(snap: &'a Snapshot, names: &[&str]) -> Vec<&'a NodeInfo> {
-    names.iter().map(|n| snap.by_name(n).expect("known node")).collect()
+    names
+        .iter()
+        .map(|n| snap.by_name(n).expect("known node"))
+        .collect()
 }
 
 pub fn ok() -> Result<(), Rejection> {

@@ -1,0 +1,101 @@
+//! The configuration file, in the shape of kube-scheduler's
+//! KubeSchedulerConfiguration plus a `wasmPlugins` section.
+//!
+//! Every struct denies unknown fields: a typo is an error at start, with
+//! the field's path, never a silently ignored setting.
+
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+use crate::wasm::FailurePolicy;
+
+/// The whole file.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ConfigFile {
+    /// `wasmsched.io/v1alpha1` or `kubescheduler.config.k8s.io/v1`.
+    pub api_version: Option<String>,
+    /// `WasmSchedulerConfiguration` or `KubeSchedulerConfiguration`.
+    pub kind: Option<String>,
+    /// Threads that evaluate nodes in parallel (default: CPU count).
+    pub parallelism: Option<usize>,
+    /// Default for every profile; 0 or absent: upstream's adaptive rule.
+    pub percentage_of_nodes_to_score: Option<u32>,
+    #[serde(default)]
+    pub profiles: Vec<ProfileFile>,
+    /// Wasm components and how to run them.
+    #[serde(default)]
+    pub wasm_plugins: Vec<WasmPluginFile>,
+}
+
+/// `profiles[]`.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ProfileFile {
+    pub scheduler_name: String,
+    pub percentage_of_nodes_to_score: Option<u32>,
+    #[serde(default)]
+    pub plugins: PluginsFile,
+    #[serde(default)]
+    pub plugin_config: Vec<PluginConfigFile>,
+}
+
+/// `profiles[].plugins`: per extension point. PreFilter and PreScore are
+/// part of Filter and Score here (a plugin's pre-step always runs with
+/// its main step), so they are accepted only as aliases.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PluginsFile {
+    pub multi_point: Option<PluginSet>,
+    pub filter: Option<PluginSet>,
+    pub score: Option<PluginSet>,
+}
+
+/// `enabled` / `disabled` lists.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct PluginSet {
+    #[serde(default)]
+    pub enabled: Vec<PluginRef>,
+    /// `name: "*"` disables every default plugin of the point.
+    #[serde(default)]
+    pub disabled: Vec<PluginRef>,
+}
+
+/// A plugin named in a set.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PluginRef {
+    pub name: String,
+    /// Score weight (default: the plugin's default, or 1).
+    pub weight: Option<i64>,
+}
+
+/// `pluginConfig[]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PluginConfigFile {
+    pub name: String,
+    #[serde(default)]
+    pub args: serde_json::Value,
+}
+
+/// `wasmPlugins[]`: a component and its limits.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct WasmPluginFile {
+    /// The plugin's name in profiles (`plugins.*.enabled[].name`).
+    pub name: String,
+    /// The component file (`.wasm`). Absent for a built-in, which is then
+    /// only re-configured.
+    pub path: Option<PathBuf>,
+    /// Deadline of each per-pod call, e.g. `250ms`.
+    pub timeout: Option<String>,
+    /// Deadline of `init` and of a full state sync, e.g. `10s`.
+    pub init_timeout: Option<String>,
+    /// Cap on the instance's memory, a quantity such as `64Mi`.
+    pub memory_limit: Option<String>,
+    /// `Fail` (default) or `Ignore`.
+    pub failure_policy: Option<FailurePolicy>,
+}

@@ -1,0 +1,146 @@
+//! The scheduling queue: activeQ ordered by priority then creation time,
+//! backoffQ (1 s doubling to 10 s), and the unschedulable pool that
+//! cluster events flush back. Time is passed in (milliseconds) so that
+//! `simulate` can run on a virtual clock and tests are exact.
+
+use std::cmp::Ordering;
+use std::collections::{BinaryHeap, HashMap};
+use std::sync::Arc;
+
+use crate::model::Pod;
+
+pub const INITIAL_BACKOFF_MS: u64 = 1_000;
+pub const MAX_BACKOFF_MS: u64 = 10_000;
+
+struct Entry {
+    pod: Arc<Pod>,
+    seq: u64,
+}
+
+impl PartialEq for Entry {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+impl Eq for Entry {}
+impl PartialOrd for Entry {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Entry {
+    /// Max-heap order: higher priority first, then older, then FIFO.
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.pod
+            .priority
+            .cmp(&other.pod.priority)
+            .then_with(|| other.pod.creation_ms.cmp(&self.pod.creation_ms))
+            .then_with(|| other.seq.cmp(&self.seq))
+    }
+}
+
+/// Queue sizes, as the `scheduler_pending_pods` metric reports them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct QueueLengths {
+    pub active: usize,
+    pub backoff: usize,
+    pub unschedulable: usize,
+}
+
+/// kube-scheduler's PriorityQueue, minus gating and nominated pods.
+#[derive(Default)]
+pub struct SchedulingQueue {
+    active: BinaryHeap<Entry>,
+    /// (ready at, entry)
+    backoff: Vec<(u64, Entry)>,
+    unschedulable: HashMap<String, Entry>,
+    attempts: HashMap<String, u32>,
+    seq: u64,
+}
+
+impl SchedulingQueue {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn entry(&mut self, pod: Arc<Pod>) -> Entry {
+        self.seq += 1;
+        Entry { pod, seq: self.seq }
+    }
+
+    /// A new pending pod.
+    pub fn add(&mut self, pod: Arc<Pod>) {
+        let e = self.entry(pod);
+        self.active.push(e);
+    }
+
+    /// The next pod to schedule, after moving pods whose backoff ended.
+    pub fn pop(&mut self, now_ms: u64) -> Option<Arc<Pod>> {
+        let mut i = 0;
+        while i < self.backoff.len() {
+            if self.backoff[i].0 <= now_ms {
+                let (_, e) = self.backoff.swap_remove(i);
+                self.active.push(e);
+            } else {
+                i += 1;
+            }
+        }
+        let e = self.active.pop()?;
+        *self.attempts.entry(e.pod.uid.clone()).or_insert(0) += 1;
+        Some(e.pod)
+    }
+
+    /// The backoff of a pod after `attempts` failed attempts.
+    pub fn backoff_ms(attempts: u32) -> u64 {
+        let shift = attempts.saturating_sub(1).min(16);
+        (INITIAL_BACKOFF_MS << shift).min(MAX_BACKOFF_MS)
+    }
+
+    /// A pod that did not fit waits in the unschedulable pool until a
+    /// cluster event may make it fit.
+    pub fn add_unschedulable(&mut self, pod: Arc<Pod>) {
+        let uid = pod.uid.clone();
+        let e = self.entry(pod);
+        self.unschedulable.insert(uid, e);
+    }
+
+    /// A cluster change (pod placed or deleted, node added or changed) may
+    /// make waiting pods fit: they go to backoffQ, from where they return
+    /// once their backoff (counted from `now_ms`) ends.
+    pub fn on_cluster_event(&mut self, now_ms: u64) {
+        for (uid, e) in self.unschedulable.drain() {
+            let attempts = self.attempts.get(&uid).copied().unwrap_or(1);
+            self.backoff.push((now_ms + Self::backoff_ms(attempts), e));
+        }
+    }
+
+    /// A pod that left the queue for good (scheduled or deleted).
+    pub fn done(&mut self, uid: &str) {
+        self.attempts.remove(uid);
+        self.unschedulable.remove(uid);
+        self.backoff.retain(|(_, e)| e.pod.uid != uid);
+    }
+
+    /// When the earliest backoff ends, if any pod is backing off.
+    pub fn next_backoff_ready(&self) -> Option<u64> {
+        self.backoff.iter().map(|(t, _)| *t).min()
+    }
+
+    pub fn lengths(&self) -> QueueLengths {
+        QueueLengths {
+            active: self.active.len(),
+            backoff: self.backoff.len(),
+            unschedulable: self.unschedulable.len(),
+        }
+    }
+
+    /// Pods still in the unschedulable pool.
+    pub fn unschedulable_pods(&self) -> impl Iterator<Item = &Arc<Pod>> {
+        self.unschedulable.values().map(|e| &e.pod)
+    }
+
+    /// Attempts made for a pod so far.
+    pub fn attempts(&self, uid: &str) -> u32 {
+        self.attempts.get(uid).copied().unwrap_or(0)
+    }
+}

@@ -1,0 +1,167 @@
+//! Reads Nodes and Pods from YAML or JSON files and directories, as
+//! `kubectl get -o yaml` prints them: single objects, multi-document YAML,
+//! and `List` objects. Other kinds are skipped.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use k8s_openapi::api::core::v1 as k8s;
+use thiserror::Error;
+
+use crate::model::{ModelError, Node, Pod};
+
+/// A manifest that cannot be used: the file, the document and the cause.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+#[error("{file}: {location}{cause}")]
+pub struct ManifestError {
+    pub file: String,
+    /// `document N (Kind name): ` or empty.
+    pub location: String,
+    pub cause: String,
+}
+
+/// The objects found.
+#[derive(Debug, Default, Clone)]
+pub struct Manifests {
+    pub nodes: Vec<Node>,
+    pub pods: Vec<Pod>,
+    /// Kinds skipped, with counts (reported at debug level).
+    pub skipped: HashMap<String, usize>,
+}
+
+/// Reads every path (files, or directories searched recursively for
+/// `.yaml`, `.yml` and `.json`, in name order).
+pub fn load(paths: &[PathBuf]) -> Result<Manifests, ManifestError> {
+    let mut out = Manifests::default();
+    let mut seen_nodes: HashMap<String, String> = HashMap::new();
+    let mut seen_pods: HashMap<String, String> = HashMap::new();
+    for path in paths {
+        let mut files = Vec::new();
+        collect(path, &mut files)?;
+        for file in files {
+            load_file(&file, &mut out, &mut seen_nodes, &mut seen_pods)?;
+        }
+    }
+    Ok(out)
+}
+
+fn collect(path: &Path, files: &mut Vec<PathBuf>) -> Result<(), ManifestError> {
+    let meta = std::fs::metadata(path).map_err(|e| ManifestError {
+        file: path.display().to_string(),
+        location: String::new(),
+        cause: e.to_string(),
+    })?;
+    if meta.is_file() {
+        files.push(path.to_path_buf());
+        return Ok(());
+    }
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(path)
+        .map_err(|e| ManifestError {
+            file: path.display().to_string(),
+            location: String::new(),
+            cause: e.to_string(),
+        })?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .collect();
+    entries.sort();
+    for p in entries {
+        if p.is_dir() {
+            collect(&p, files)?;
+        } else if matches!(p.extension().and_then(|e| e.to_str()), Some("yaml" | "yml" | "json")) {
+            files.push(p);
+        }
+    }
+    Ok(())
+}
+
+fn load_file(file: &Path, out: &mut Manifests, seen_nodes: &mut HashMap<String, String>, seen_pods: &mut HashMap<String, String>) -> Result<(), ManifestError> {
+    let name = file.display().to_string();
+    let fail = |location: String, cause: String| ManifestError {
+        file: name.clone(),
+        location,
+        cause,
+    };
+    let text = std::fs::read_to_string(file).map_err(|e| fail(String::new(), e.to_string()))?;
+    for (i, doc) in serde_yaml::Deserializer::from_str(&text).enumerate() {
+        let value = serde_yaml::Value::deserialize(doc).map_err(|e| fail(format!("document {}: ", i + 1), format!("not valid YAML/JSON: {e}")))?;
+        if value.is_null() {
+            continue;
+        }
+        let mut objects = Vec::new();
+        flatten(value, &mut objects).map_err(|c| fail(format!("document {}: ", i + 1), c))?;
+        for (kind, obj) in objects {
+            let label = object_label(&kind, &obj);
+            let at = format!("document {} ({label}): ", i + 1);
+            let here = format!("{name} document {}", i + 1);
+            match kind.as_str() {
+                "Node" => {
+                    let n: k8s::Node = decode(obj).map_err(|c| fail(at.clone(), c))?;
+                    let n = Node::from_k8s(&n).map_err(|e| fail(at.clone(), model_cause(e)))?;
+                    if let Some(prev) = seen_nodes.insert(n.name.clone(), here) {
+                        return Err(fail(at, format!("duplicate Node {} (first in {prev})", n.name)));
+                    }
+                    out.nodes.push(n);
+                }
+                "Pod" => {
+                    let p: k8s::Pod = decode(obj).map_err(|c| fail(at.clone(), c))?;
+                    let p = Pod::from_k8s(&p).map_err(|e| fail(at.clone(), model_cause(e)))?;
+                    if let Some(prev) = seen_pods.insert(p.key(), here) {
+                        return Err(fail(at, format!("duplicate Pod {} (first in {prev})", p.key())));
+                    }
+                    out.pods.push(p);
+                }
+                other => *out.skipped.entry(other.to_string()).or_insert(0) += 1,
+            }
+        }
+    }
+    Ok(())
+}
+
+use serde::Deserialize;
+
+/// Splits `List` objects into their items; returns (kind, object) pairs.
+fn flatten(value: serde_yaml::Value, out: &mut Vec<(String, serde_yaml::Value)>) -> Result<(), String> {
+    let kind = value
+        .get("kind")
+        .and_then(|k| k.as_str())
+        .ok_or_else(|| "missing `kind` (expected Node, Pod or List)".to_string())?
+        .to_string();
+    if kind == "List" || kind.ends_with("List") {
+        let items = value.get("items").and_then(|i| i.as_sequence()).cloned().unwrap_or_default();
+        let item_kind = kind.strip_suffix("List").filter(|k| !k.is_empty()).map(str::to_string);
+        for mut item in items {
+            if item.get("kind").is_none() {
+                match (&item_kind, item.as_mapping_mut()) {
+                    (Some(k), Some(m)) => {
+                        m.insert("kind".into(), k.clone().into());
+                    }
+                    _ => return Err(format!("{kind} item without `kind`")),
+                }
+            }
+            flatten(item, out)?;
+        }
+        return Ok(());
+    }
+    out.push((kind, value));
+    Ok(())
+}
+
+fn object_label(kind: &str, obj: &serde_yaml::Value) -> String {
+    let meta = obj.get("metadata");
+    let name = meta.and_then(|m| m.get("name")).and_then(|n| n.as_str()).unwrap_or("<unnamed>");
+    match meta.and_then(|m| m.get("namespace")).and_then(|n| n.as_str()) {
+        Some(ns) if kind == "Pod" => format!("{kind} {ns}/{name}"),
+        _ => format!("{kind} {name}"),
+    }
+}
+
+fn decode<T: serde::de::DeserializeOwned>(obj: serde_yaml::Value) -> Result<T, String> {
+    serde_path_to_error::deserialize(obj).map_err(|e| {
+        let path = e.path().to_string();
+        format!("{path}: {}", e.into_inner())
+    })
+}
+
+fn model_cause(e: ModelError) -> String {
+    format!("{}: {}", e.field, e.cause)
+}

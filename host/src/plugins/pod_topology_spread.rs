@@ -1,0 +1,778 @@
+//! PodTopologySpread: `topologySpreadConstraints`. DoNotSchedule
+//! constraints filter nodes whose domain would become too crowded
+//! compared with the emptiest domain; ScheduleAnyway constraints score
+//! less crowded domains higher.
+//!
+//! Only the pod's own constraints are honoured; upstream's cluster-wide
+//! default (system) constraints are not applied.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::framework::interface::MAX_NODE_SCORE;
+use crate::framework::{
+    CycleContext, CycleState, FilterPlugin, NodeInfo, PluginError, Rejection, ScorePlugin, Snapshot,
+};
+use crate::model::pod::{SpreadConstraint, WhenUnsatisfiable};
+use crate::model::selector::LabelSelector;
+use crate::model::{Node, Pod};
+
+use super::helpers::{
+    args_object, json_type, matches_required_node_affinity, reject_unknown, TopologyCounts,
+};
+
+pub const NAME: &str = "PodTopologySpread";
+
+/// Upstream `ErrReasonConstraintsNotMatch`.
+pub const ERR_CONSTRAINTS: &str = "node(s) didn't match pod topology spread constraints";
+/// Upstream `ErrReasonNodeLabelNotMatch`.
+pub const ERR_MISSING_LABEL: &str =
+    "node(s) didn't match pod topology spread constraints (missing required label)";
+
+/// `v1.LabelHostname`: each node is its own domain, so counts are taken per
+/// node at Score time rather than aggregated.
+pub const HOSTNAME: &str = "kubernetes.io/hostname";
+
+const PRE_FILTER_KEY: &str = "PreFilterPodTopologySpread";
+const PRE_SCORE_KEY: &str = "PreScorePodTopologySpread";
+
+/// The PodTopologySpread plugin.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PodTopologySpread;
+
+impl PodTopologySpread {
+    /// Upstream `PodTopologySpreadArgs`. Only the form meaning "no default
+    /// constraints" is accepted (`defaultingType: List` without
+    /// `defaultConstraints`); anything asking for defaults is rejected
+    /// rather than silently ignored.
+    pub fn from_args(args: Option<&Value>) -> Result<Self, String> {
+        let Some(obj) = args_object(NAME, args)? else {
+            return Ok(Self);
+        };
+        reject_unknown(&obj, &["defaultingType", "defaultConstraints"], "")?;
+        match obj.get("defaultingType") {
+            None => {}
+            Some(v) if v.as_str() == Some("List") => {}
+            Some(v) if v.as_str() == Some("System") => {
+                return Err("defaultingType: System is not supported (no default constraints are applied); use List".into())
+            }
+            Some(v) => return Err(format!("defaultingType: unsupported value {v} (supported: List)")),
+        }
+        match obj.get("defaultConstraints") {
+            None => {}
+            Some(Value::Array(a)) if a.is_empty() => {}
+            Some(Value::Array(_)) => {
+                return Err("defaultConstraints: default constraints are not supported".into())
+            }
+            Some(v) => {
+                return Err(format!(
+                    "defaultConstraints: expected an array, got {}",
+                    json_type(v)
+                ))
+            }
+        }
+        Ok(Self)
+    }
+}
+
+/// Upstream `countPodsMatchSelector`: pods of `namespace` the selector
+/// matches. An absent selector matches nothing; an empty one (which
+/// upstream turns into "everything") counts nothing either, as upstream
+/// skips empty selectors.
+fn count_matching(
+    pods: &[Arc<Pod>],
+    selector: Option<&LabelSelector>,
+    namespace: &str,
+    skip_uid: &str,
+) -> i64 {
+    let Some(sel) = selector.filter(|s| !s.requirements.is_empty()) else {
+        return 0;
+    };
+    let n = pods
+        .iter()
+        .filter(|p| p.namespace == namespace && p.uid != skip_uid && sel.matches(&p.labels))
+        .count();
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// Upstream `nodeLabelsMatchSpreadConstraints`.
+fn has_all_keys(node: &Node, constraints: &[SpreadConstraint]) -> bool {
+    constraints
+        .iter()
+        .all(|c| node.labels.contains_key(&c.topology_key))
+}
+
+fn constraints_of(pod: &Pod, kind: WhenUnsatisfiable) -> Vec<SpreadConstraint> {
+    pod.spread
+        .iter()
+        .filter(|c| c.when_unsatisfiable == kind)
+        .cloned()
+        .collect()
+}
+
+/// Whether `node` takes part in counting: it passes the pod's required
+/// node affinity/selector (upstream's default `nodeAffinityPolicy: Honor`;
+/// taints are ignored) and has every constraint's key.
+fn counted(pod: &Pod, node: &Node, constraints: &[SpreadConstraint]) -> bool {
+    matches_required_node_affinity(pod, node) && has_all_keys(node, constraints)
+}
+
+// ---------------------------------------------------------------------------
+// Filter
+// ---------------------------------------------------------------------------
+
+/// What Filter needs, computed once per cycle.
+#[derive(Debug, Default)]
+struct FilterState {
+    /// The pod's DoNotSchedule constraints.
+    constraints: Vec<SpreadConstraint>,
+    /// Matching pods per topology pair, over the counted nodes.
+    counts: TopologyCounts,
+    /// The smallest count per topology key (upstream's critical path).
+    min: HashMap<String, i64>,
+}
+
+impl FilterState {
+    fn compute(pod: &Pod, snapshot: &Snapshot) -> Self {
+        let constraints = constraints_of(pod, WhenUnsatisfiable::DoNotSchedule);
+        let mut s = Self::default();
+        if constraints.is_empty() {
+            return s;
+        }
+        for info in snapshot.nodes() {
+            let node = &info.node;
+            if !counted(pod, node, &constraints) {
+                continue;
+            }
+            // Upstream keys counts by topology pair: two constraints on the
+            // same key share the pair, and the later one's count wins on
+            // each node. Mirrored so that verdicts agree.
+            let mut per_node: Vec<(&str, i64)> = Vec::with_capacity(constraints.len());
+            for c in &constraints {
+                let n = count_matching(&info.pods, c.selector.as_ref(), &pod.namespace, &pod.uid);
+                match per_node.iter_mut().find(|(k, _)| *k == c.topology_key) {
+                    Some(e) => e.1 = n,
+                    None => per_node.push((&c.topology_key, n)),
+                }
+            }
+            for (key, n) in per_node {
+                if let Some(value) = node.labels.get(key) {
+                    // Adds the pair even at 0: an empty domain is the minimum.
+                    s.counts.add(key, value, n);
+                }
+            }
+        }
+        for c in &constraints {
+            let min = s.counts.values_of(&c.topology_key).map(|(_, n)| n).min();
+            // No counted domain: upstream's "infinite" minimum lets every
+            // node with the key pass.
+            s.min
+                .insert(c.topology_key.clone(), min.unwrap_or(i64::from(i32::MAX)));
+        }
+        s.constraints = constraints;
+        s
+    }
+
+    fn check(&self, pod: &Pod, node: &Node) -> Result<(), Rejection> {
+        for c in &self.constraints {
+            let Some(value) = node.labels.get(&c.topology_key) else {
+                return Err(Rejection::unresolvable(ERR_MISSING_LABEL));
+            };
+            let min = self
+                .min
+                .get(&c.topology_key)
+                .copied()
+                .unwrap_or(i64::from(i32::MAX));
+            let self_match = i64::from(c.selector.as_ref().is_some_and(|s| s.matches(&pod.labels)));
+            let skew = self
+                .counts
+                .get(&c.topology_key, value)
+                .saturating_add(self_match)
+                .saturating_sub(min);
+            if skew > i64::from(c.max_skew) {
+                // Removing pods from this domain could fix it.
+                return Err(Rejection::new(ERR_CONSTRAINTS));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl FilterPlugin for PodTopologySpread {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn pre_filter(&self, ctx: &CycleContext, state: &mut CycleState) -> Result<(), Rejection> {
+        state.write(PRE_FILTER_KEY, FilterState::compute(ctx.pod, ctx.snapshot));
+        Ok(())
+    }
+
+    fn filter(
+        &self,
+        ctx: &CycleContext,
+        state: &CycleState,
+        node: &NodeInfo,
+    ) -> Result<(), Rejection> {
+        match state.read::<FilterState>(PRE_FILTER_KEY) {
+            Some(s) => s.check(ctx.pod, &node.node),
+            None if ctx.pod.spread.is_empty() => Ok(()),
+            // PreFilter did not run: compute the same answer the slow way.
+            None => FilterState::compute(ctx.pod, ctx.snapshot).check(ctx.pod, &node.node),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Score
+// ---------------------------------------------------------------------------
+
+/// What Score and NormalizeScore need.
+#[derive(Debug, Default)]
+struct ScoreState {
+    /// The pod's ScheduleAnyway constraints; empty means "not scored".
+    constraints: Vec<SpreadConstraint>,
+    /// Feasible nodes lacking a constraint key (by snapshot index)...
+    ignored_nodes: HashSet<u32>,
+    /// ...and by position in the feasible list, for NormalizeScore.
+    ignored_positions: Vec<bool>,
+    /// Per constraint (non-hostname keys): matching pods per domain of the
+    /// feasible nodes.
+    counts: Vec<HashMap<String, i64>>,
+    /// Per constraint: `ln(domains + 2)`, so that counts in topologies with
+    /// few domains are not watered down by ones with many.
+    weights: Vec<f64>,
+}
+
+impl ScoreState {
+    fn compute(pod: &Pod, snapshot: &Snapshot, feasible: &[&NodeInfo]) -> Self {
+        let constraints = constraints_of(pod, WhenUnsatisfiable::ScheduleAnyway);
+        let mut s = Self::default();
+        if constraints.is_empty() {
+            return s;
+        }
+        s.counts = vec![HashMap::new(); constraints.len()];
+        let mut domains = vec![0usize; constraints.len()];
+        for n in feasible {
+            let missing = !has_all_keys(&n.node, &constraints);
+            s.ignored_positions.push(missing);
+            if missing {
+                s.ignored_nodes.insert(n.index);
+                continue;
+            }
+            for (i, c) in constraints.iter().enumerate() {
+                if c.topology_key == HOSTNAME {
+                    continue;
+                }
+                let Some(v) = n.node.labels.get(&c.topology_key) else {
+                    continue;
+                };
+                if !s.counts[i].contains_key(v) {
+                    s.counts[i].insert(v.clone(), 0);
+                    domains[i] += 1;
+                }
+            }
+        }
+        let scored = feasible.len() - s.ignored_nodes.len().min(feasible.len());
+        s.weights = constraints
+            .iter()
+            .zip(&domains)
+            .map(|(c, d)| {
+                let size = if c.topology_key == HOSTNAME {
+                    scored
+                } else {
+                    *d
+                };
+                (size as f64 + 2.0).ln()
+            })
+            .collect();
+        for info in snapshot.nodes() {
+            let node = &info.node;
+            if !counted(pod, node, &constraints) {
+                continue;
+            }
+            for (i, c) in constraints.iter().enumerate() {
+                let Some(v) = node.labels.get(&c.topology_key) else {
+                    continue;
+                };
+                // Only domains of feasible nodes matter; hostname counts
+                // are taken per node at Score time.
+                if let Some(cnt) = s.counts[i].get_mut(v) {
+                    *cnt = cnt.saturating_add(count_matching(
+                        &info.pods,
+                        c.selector.as_ref(),
+                        &pod.namespace,
+                        &pod.uid,
+                    ));
+                }
+            }
+        }
+        s.constraints = constraints;
+        s
+    }
+}
+
+impl ScorePlugin for PodTopologySpread {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn pre_score(
+        &self,
+        ctx: &CycleContext,
+        state: &mut CycleState,
+        feasible: &[&NodeInfo],
+    ) -> Result<(), PluginError> {
+        state.write(
+            PRE_SCORE_KEY,
+            ScoreState::compute(ctx.pod, ctx.snapshot, feasible),
+        );
+        Ok(())
+    }
+
+    /// Upstream: `round(sum over constraints of count * weight + maxSkew - 1)`;
+    /// more matching pods in the node's domains means a higher raw score,
+    /// reversed by NormalizeScore.
+    fn score(
+        &self,
+        ctx: &CycleContext,
+        state: &CycleState,
+        node: &NodeInfo,
+    ) -> Result<i64, PluginError> {
+        let s = state
+            .read::<ScoreState>(PRE_SCORE_KEY)
+            .ok_or_else(|| PluginError(format!("{NAME}: PreScore state missing")))?;
+        if s.constraints.is_empty() || s.ignored_nodes.contains(&node.index) {
+            return Ok(0);
+        }
+        let mut score = 0.0f64;
+        for (i, c) in s.constraints.iter().enumerate() {
+            let Some(v) = node.node.labels.get(&c.topology_key) else {
+                continue;
+            };
+            let cnt = if c.topology_key == HOSTNAME {
+                count_matching(
+                    &node.pods,
+                    c.selector.as_ref(),
+                    &ctx.pod.namespace,
+                    &ctx.pod.uid,
+                )
+            } else {
+                s.counts.get(i).and_then(|m| m.get(v)).copied().unwrap_or(0)
+            };
+            let weight = s.weights.get(i).copied().unwrap_or(0.0);
+            score += cnt as f64 * weight + f64::from(c.max_skew) - 1.0;
+        }
+        Ok(score.round() as i64)
+    }
+
+    /// Upstream: `100 * (max + min - score) / max` over the scored nodes
+    /// (ignored ones get 0), 100 everywhere when nothing matched.
+    fn normalize(
+        &self,
+        _ctx: &CycleContext,
+        state: &CycleState,
+        scores: &mut [i64],
+    ) -> Result<(), PluginError> {
+        let s = state
+            .read::<ScoreState>(PRE_SCORE_KEY)
+            .ok_or_else(|| PluginError(format!("{NAME}: PreScore state missing")))?;
+        if s.constraints.is_empty() {
+            // Upstream skips the plugin: every node keeps 0.
+            return Ok(());
+        }
+        let ignored = |i: usize| s.ignored_positions.get(i).copied().unwrap_or(false);
+        let (mut min, mut max) = (i64::MAX, 0i64);
+        for (i, v) in scores.iter().enumerate() {
+            if !ignored(i) {
+                min = min.min(*v);
+                max = max.max(*v);
+            }
+        }
+        for (i, v) in scores.iter_mut().enumerate() {
+            *v = if ignored(i) {
+                0
+            } else if max == 0 {
+                MAX_NODE_SCORE
+            } else {
+                MAX_NODE_SCORE.saturating_mul(max.saturating_add(min).saturating_sub(*v)) / max
+            };
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use serde_json::{json, Value};
+
+    use super::*;
+    use crate::model::Pod;
+    use crate::plugins::testutil::*;
+
+    const ZONE: &str = "zone";
+
+    fn constraint(max_skew: i32, key: &str, when: &str) -> Value {
+        json!({
+            "maxSkew": max_skew,
+            "topologyKey": key,
+            "whenUnsatisfiable": when,
+            "labelSelector": {"matchExpressions": [{"key": "foo", "operator": "Exists"}]}
+        })
+    }
+
+    fn incoming(constraints: Value) -> P {
+        P::new("p")
+            .labels(&[("foo", "")])
+            .spec("topologySpreadConstraints", constraints)
+    }
+
+    /// node-a, node-b in zone1; node-x, node-y in zone2.
+    fn four_nodes() -> Vec<crate::model::Node> {
+        [
+            ("node-a", "zone1"),
+            ("node-b", "zone1"),
+            ("node-x", "zone2"),
+            ("node-y", "zone2"),
+        ]
+        .iter()
+        .map(|(n, z)| N::new(n).labels(&[(HOSTNAME, n), (ZONE, z)]).build())
+        .collect()
+    }
+
+    /// `per_node[i]` pods labelled foo placed on the i-th named node.
+    fn matching(per_node: &[(&'static str, usize)]) -> Vec<(&'static str, Pod)> {
+        let mut out = Vec::new();
+        for (node, n) in per_node {
+            for i in 0..*n {
+                out.push((
+                    *node,
+                    P::new(&format!("{node}-{i}"))
+                        .labels(&[("foo", "")])
+                        .build(),
+                ));
+            }
+        }
+        out
+    }
+
+    fn verdicts(
+        pod: P,
+        nodes: Vec<crate::model::Node>,
+        placed: Vec<(&str, Pod)>,
+    ) -> BTreeMap<String, Result<(), Rejection>> {
+        filter_all(&PodTopologySpread, &pod.build(), &cluster(nodes, placed))
+    }
+
+    fn passing(pod: P, nodes: Vec<crate::model::Node>, placed: Vec<(&str, Pod)>) -> Vec<String> {
+        let res = verdicts(pod, nodes, placed);
+        for r in res.values() {
+            if let Err(e) = r {
+                assert!(
+                    e == &Rejection::new(ERR_CONSTRAINTS)
+                        || e == &Rejection::unresolvable(ERR_MISSING_LABEL),
+                    "{e:?}"
+                );
+            }
+        }
+        res.into_iter()
+            .filter(|(_, r)| r.is_ok())
+            .map(|(n, _)| n)
+            .collect()
+    }
+
+    #[test]
+    fn no_constraints_no_filtering() {
+        let res = verdicts(P::new("p"), four_nodes(), matching(&[("node-a", 3)]));
+        assert!(res.values().all(Result::is_ok));
+    }
+
+    #[test]
+    fn no_existing_pods_all_fit() {
+        let pod = incoming(json!([constraint(1, ZONE, "DoNotSchedule")]));
+        assert_eq!(passing(pod, four_nodes(), vec![]).len(), 4);
+    }
+
+    #[test]
+    fn zones_balanced_3_3_all_fit() {
+        let pod = incoming(json!([constraint(1, ZONE, "DoNotSchedule")]));
+        let placed = matching(&[("node-a", 2), ("node-b", 1), ("node-x", 1), ("node-y", 2)]);
+        assert_eq!(passing(pod, four_nodes(), placed).len(), 4);
+    }
+
+    #[test]
+    fn zones_2_1_only_the_emptier_zone_fits() {
+        // zone1 has 2, zone2 has 1: 2 + 1 - 1 = 2 > 1 for zone1.
+        let pod = incoming(json!([constraint(1, ZONE, "DoNotSchedule")]));
+        let placed = matching(&[("node-a", 2), ("node-y", 1)]);
+        let res = verdicts(pod, four_nodes(), placed);
+        assert_eq!(res["node-a"], unschedulable(ERR_CONSTRAINTS));
+        assert_eq!(res["node-b"], unschedulable(ERR_CONSTRAINTS));
+        assert_eq!(res["node-x"], ok());
+        assert_eq!(res["node-y"], ok());
+    }
+
+    #[test]
+    fn three_zones_max_skew_1() {
+        // a: 1, b: 1, c: 0 -> only c fits (1 + 1 - 0 = 2 > 1 elsewhere).
+        let nodes = vec![
+            N::new("a1").labels(&[(ZONE, "a")]).build(),
+            N::new("b1").labels(&[(ZONE, "b")]).build(),
+            N::new("c1").labels(&[(ZONE, "c")]).build(),
+        ];
+        let pod = incoming(json!([constraint(1, ZONE, "DoNotSchedule")]));
+        assert_eq!(
+            passing(pod, nodes.clone(), matching(&[("a1", 1), ("b1", 1)])),
+            vec!["c1"]
+        );
+        // a: 1, b: 1, c: 1 -> every zone fits.
+        let pod = incoming(json!([constraint(1, ZONE, "DoNotSchedule")]));
+        assert_eq!(
+            passing(pod, nodes, matching(&[("a1", 1), ("b1", 1), ("c1", 1)])).len(),
+            3
+        );
+    }
+
+    #[test]
+    fn node_missing_the_key_is_unresolvable_and_not_a_domain() {
+        let mut nodes = four_nodes();
+        nodes[1] = N::new("node-b").labels(&[(HOSTNAME, "node-b")]).build();
+        // node-b's pods do not count: zone1 has 1 (node-a), zone2 has 2.
+        let pod = incoming(json!([constraint(1, ZONE, "DoNotSchedule")]));
+        let placed = matching(&[("node-a", 1), ("node-b", 5), ("node-x", 2)]);
+        let res = verdicts(pod, nodes, placed);
+        assert_eq!(res["node-a"], ok());
+        assert_eq!(res["node-b"], unresolvable(ERR_MISSING_LABEL));
+        assert_eq!(res["node-x"], unschedulable(ERR_CONSTRAINTS));
+        assert_eq!(res["node-y"], unschedulable(ERR_CONSTRAINTS));
+    }
+
+    #[test]
+    fn nodes_2_1_0_3_only_the_empty_node_fits() {
+        let placed = || matching(&[("node-a", 2), ("node-b", 1), ("node-y", 3)]);
+        let pod = incoming(json!([constraint(1, HOSTNAME, "DoNotSchedule")]));
+        assert_eq!(passing(pod, four_nodes(), placed()), vec!["node-x"]);
+        // maxSkew 2: node-b (1 + 1 - 0 = 2) fits too.
+        let pod = incoming(json!([constraint(2, HOSTNAME, "DoNotSchedule")]));
+        assert_eq!(
+            passing(pod, four_nodes(), placed()),
+            vec!["node-b", "node-x"]
+        );
+        // A pod its own selector does not match adds nothing to the skew.
+        let pod = P::new("p").spec(
+            "topologySpreadConstraints",
+            json!([constraint(1, HOSTNAME, "DoNotSchedule")]),
+        );
+        assert_eq!(
+            passing(pod, four_nodes(), placed()),
+            vec!["node-b", "node-x"]
+        );
+    }
+
+    #[test]
+    fn only_nodes_passing_node_affinity_are_counted() {
+        // node-b and node-x are excluded by the pod's node affinity, so the
+        // minimum is node-a's 2: node-a 2 + 1 - 2 = 1 fits, node-y 3 does not.
+        let pod = incoming(json!([constraint(1, HOSTNAME, "DoNotSchedule")])).affinity(json!({"nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [
+                {"key": HOSTNAME, "operator": "NotIn", "values": ["node-b", "node-x"]}
+            ]}]}
+        }}));
+        let res = verdicts(
+            pod,
+            four_nodes(),
+            matching(&[("node-a", 2), ("node-b", 1), ("node-y", 3)]),
+        );
+        assert_eq!(res["node-a"], ok());
+        assert_eq!(res["node-y"], unschedulable(ERR_CONSTRAINTS));
+    }
+
+    #[test]
+    fn pods_of_other_namespaces_and_non_matching_pods_do_not_count() {
+        let pod = incoming(json!([constraint(1, ZONE, "DoNotSchedule")]));
+        let placed = vec![
+            (
+                "node-a",
+                P::new("o1").ns("other").labels(&[("foo", "")]).build(),
+            ),
+            (
+                "node-a",
+                P::new("o2").ns("other").labels(&[("foo", "")]).build(),
+            ),
+            ("node-b", P::new("x").labels(&[("bar", "")]).build()),
+        ];
+        assert_eq!(passing(pod, four_nodes(), placed).len(), 4);
+    }
+
+    #[test]
+    fn two_constraints_must_both_hold() {
+        // zone: zone1 3, zone2 1 -> zone1 fails; hostname: a 2, b 1, x 0, y 1.
+        let pod = incoming(json!([
+            constraint(1, ZONE, "DoNotSchedule"),
+            constraint(1, HOSTNAME, "DoNotSchedule")
+        ]));
+        let placed = matching(&[("node-a", 2), ("node-b", 1), ("node-y", 1)]);
+        assert_eq!(passing(pod, four_nodes(), placed), vec!["node-x"]);
+    }
+
+    #[test]
+    fn absent_selector_matches_nothing_and_empty_selector_counts_nothing() {
+        let absent =
+            json!([{"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule"}]);
+        let placed = matching(&[("node-a", 5)]);
+        assert_eq!(
+            passing(incoming(absent), four_nodes(), placed.clone()).len(),
+            4
+        );
+        let empty = json!([{"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {}}]);
+        assert_eq!(passing(incoming(empty), four_nodes(), placed).len(), 4);
+    }
+
+    #[test]
+    fn schedule_anyway_constraints_do_not_filter() {
+        let pod = incoming(json!([constraint(1, ZONE, "ScheduleAnyway")]));
+        let mut nodes = four_nodes();
+        nodes.push(N::new("bare").build());
+        let res = verdicts(pod, nodes, matching(&[("node-a", 5)]));
+        assert!(res.values().all(Result::is_ok));
+    }
+
+    #[test]
+    fn filter_without_pre_filter_gives_the_same_answer() {
+        let snap = cluster(four_nodes(), matching(&[("node-a", 2), ("node-y", 1)]));
+        let pod = incoming(json!([constraint(1, ZONE, "DoNotSchedule")])).build();
+        let ctx = CycleContext {
+            pod: &pod,
+            snapshot: &snap,
+        };
+        let state = CycleState::default();
+        assert_eq!(
+            PodTopologySpread.filter(&ctx, &state, snap.by_name("node-a").unwrap()),
+            unschedulable(ERR_CONSTRAINTS)
+        );
+        assert_eq!(
+            PodTopologySpread.filter(&ctx, &state, snap.by_name("node-x").unwrap()),
+            ok()
+        );
+    }
+
+    // ---- scoring --------------------------------------------------------
+
+    fn score(
+        pod: P,
+        nodes: Vec<crate::model::Node>,
+        placed: Vec<(&str, Pod)>,
+    ) -> (BTreeMap<String, i64>, BTreeMap<String, i64>) {
+        let snap = cluster(nodes, placed);
+        let pod = pod.build();
+        (
+            raw_scores(&PodTopologySpread, &pod, &snap),
+            score_all(&PodTopologySpread, &pod, &snap),
+        )
+    }
+
+    fn vals(m: &BTreeMap<String, i64>) -> Vec<i64> {
+        m.values().copied().collect()
+    }
+
+    #[test]
+    fn zone_spread_scores_emptier_zones_higher() {
+        // zone1 has 2 matching pods, zone2 1; two domains: weight ln(4).
+        // Raw: zone1 round(2 * 1.386) = 3, zone2 round(1.386) = 1.
+        // Normalized: 100 * (3 + 1 - s) / 3 -> zone1 33, zone2 100.
+        let pod = incoming(json!([constraint(1, ZONE, "ScheduleAnyway")]));
+        let (raw, norm) = score(pod, four_nodes(), matching(&[("node-a", 2), ("node-y", 1)]));
+        assert_eq!(vals(&raw), vec![3, 3, 1, 1]);
+        assert_eq!(vals(&norm), vec![33, 33, 100, 100]);
+    }
+
+    #[test]
+    fn hostname_spread_counts_per_node() {
+        // a 2, b 1, x 0, y 3 over 4 scored nodes: weight ln(6) = 1.792.
+        // Raw: a round(3.58) = 4, b round(1.79) = 2, x 0, y round(5.38) = 5.
+        // Normalized: 100 * (5 + 0 - s) / 5 -> a 20, b 60, x 100, y 0.
+        let pod = incoming(json!([constraint(1, HOSTNAME, "ScheduleAnyway")]));
+        let (raw, norm) = score(
+            pod,
+            four_nodes(),
+            matching(&[("node-a", 2), ("node-b", 1), ("node-y", 3)]),
+        );
+        assert_eq!(vals(&raw), vec![4, 2, 0, 5]);
+        assert_eq!(vals(&norm), vec![20, 60, 100, 0]);
+    }
+
+    #[test]
+    fn max_skew_softens_differences() {
+        // maxSkew 3 adds 2 to every raw score: zone1 3 + 2 = 5, zone2 1 + 2 = 3.
+        // Normalized: 100 * (5 + 3 - s) / 5 -> zone1 60, zone2 100.
+        let pod = incoming(json!([constraint(3, ZONE, "ScheduleAnyway")]));
+        let (raw, norm) = score(pod, four_nodes(), matching(&[("node-a", 2), ("node-y", 1)]));
+        assert_eq!(vals(&raw), vec![5, 5, 3, 3]);
+        assert_eq!(vals(&norm), vec![60, 60, 100, 100]);
+    }
+
+    #[test]
+    fn nodes_missing_a_key_score_zero() {
+        let mut nodes = four_nodes();
+        nodes.push(N::new("node-z").labels(&[(HOSTNAME, "node-z")]).build());
+        let pod = incoming(json!([constraint(1, ZONE, "ScheduleAnyway")]));
+        let (_, norm) = score(pod, nodes, matching(&[("node-a", 2), ("node-y", 1)]));
+        assert_eq!(norm["node-z"], 0);
+        assert_eq!(norm["node-x"], 100);
+    }
+
+    #[test]
+    fn no_matching_pods_scores_all_max() {
+        let pod = incoming(json!([constraint(1, ZONE, "ScheduleAnyway")]));
+        let (raw, norm) = score(pod, four_nodes(), vec![]);
+        assert_eq!(vals(&raw), vec![0, 0, 0, 0]);
+        assert_eq!(vals(&norm), vec![100, 100, 100, 100]);
+    }
+
+    #[test]
+    fn without_soft_constraints_scores_stay_zero() {
+        let pod = incoming(json!([constraint(1, ZONE, "DoNotSchedule")]));
+        let (_, norm) = score(pod, four_nodes(), matching(&[("node-a", 2)]));
+        assert_eq!(vals(&norm), vec![0, 0, 0, 0]);
+    }
+
+    #[test]
+    fn only_feasible_domains_are_scored() {
+        // Only zone2 nodes are feasible: one domain, weight ln(3).
+        // node-x zone2 count 1 (node-y's pod) -> round(1.0986) = 1 for both.
+        let snap = cluster(four_nodes(), matching(&[("node-a", 4), ("node-y", 1)]));
+        let pod = incoming(json!([constraint(1, ZONE, "ScheduleAnyway")])).build();
+        let feasible = infos(&snap, &["node-x", "node-y"]);
+        let raw = score_nodes(&PodTopologySpread, &pod, &snap, &feasible, false);
+        assert_eq!(vals(&raw), vec![1, 1]);
+        let norm = score_nodes(&PodTopologySpread, &pod, &snap, &feasible, true);
+        assert_eq!(vals(&norm), vec![100, 100]);
+    }
+
+    #[test]
+    fn args() {
+        assert!(PodTopologySpread::from_args(None).is_ok());
+        assert!(PodTopologySpread::from_args(Some(&json!({"defaultingType": "List"}))).is_ok());
+        assert!(PodTopologySpread::from_args(Some(
+            &json!({"defaultingType": "List", "defaultConstraints": []})
+        ))
+        .is_ok());
+        assert!(
+            PodTopologySpread::from_args(Some(&json!({"defaultingType": "System"})))
+                .unwrap_err()
+                .starts_with("defaultingType")
+        );
+        assert!(PodTopologySpread::from_args(Some(
+            &json!({"defaultConstraints": [{"maxSkew": 1}]})
+        ))
+        .unwrap_err()
+        .starts_with("defaultConstraints"));
+        assert!(PodTopologySpread::from_args(Some(&json!({"foo": 1})))
+            .unwrap_err()
+            .contains("unknown field"));
+    }
+}

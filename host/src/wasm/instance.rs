@@ -1,0 +1,253 @@
+//! One live instance of a plugin: its store, limits and resident state.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use wasmtime::component::ResourceTable;
+use wasmtime::{ResourceLimiter, Store};
+use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+
+use super::bindings::types as wit;
+use super::bindings::{deletion_cost, filter, lifecycle, normalize_score, score};
+use super::engine::{engine, ticks};
+use super::error::{FailureKind, PluginFailure};
+use super::module::PluginModule;
+
+/// Caps a store's linear memories and tables, and remembers whether it had
+/// to refuse growth (so the resulting trap is reported as a memory error).
+pub struct Limiter {
+    max_memory: usize,
+    pub hit: bool,
+}
+
+impl ResourceLimiter for Limiter {
+    fn memory_growing(&mut self, _current: usize, desired: usize, _max: Option<usize>) -> wasmtime::Result<bool> {
+        if desired > self.max_memory {
+            self.hit = true;
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
+    fn table_growing(&mut self, _current: usize, desired: usize, _max: Option<usize>) -> wasmtime::Result<bool> {
+        Ok(desired <= 1_000_000)
+    }
+}
+
+/// The data of a plugin's store.
+pub struct HostState {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    pub(crate) limiter: Limiter,
+    plugin: Arc<str>,
+}
+
+impl WasiView for HostState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl super::bindings::wasmsched::plugin::types::Host for HostState {}
+
+impl super::bindings::wasmsched::plugin::host::Host for HostState {
+    fn log(&mut self, level: wit::LogLevel, message: String) {
+        let plugin = &*self.plugin;
+        match level {
+            wit::LogLevel::Debug => tracing::debug!(plugin, "{message}"),
+            wit::LogLevel::Info => tracing::info!(plugin, "{message}"),
+            wit::LogLevel::Warn => tracing::warn!(plugin, "{message}"),
+            wit::LogLevel::Error => tracing::error!(plugin, "{message}"),
+        }
+    }
+}
+
+/// Limits of one plugin's instances.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Deadline of each per-pod call (cycle-start, filter, score, normalize).
+    pub call_timeout: Duration,
+    /// Deadline of `init` and of a full state sync.
+    pub init_timeout: Duration,
+    /// Cap on the instance's linear memory, bytes.
+    pub memory: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            call_timeout: Duration::from_millis(250),
+            init_timeout: Duration::from_secs(10),
+            memory: 128 << 20,
+        }
+    }
+}
+
+/// The typed exports of an instance.
+struct Funcs {
+    lifecycle: lifecycle::Guest,
+    filter: Option<filter::Guest>,
+    score: Option<score::Guest>,
+    normalize: Option<normalize_score::Guest>,
+    deletion_cost: Option<deletion_cost::Guest>,
+}
+
+/// A live instance with the exports it has.
+pub struct Instance {
+    store: Store<HostState>,
+    funcs: Funcs,
+    limits: Limits,
+    /// Snapshot generation this instance has applied.
+    pub applied: u64,
+    /// The cycle whose pod this instance holds.
+    pub cycle: Option<u64>,
+}
+
+impl Instance {
+    /// Instantiates the module and runs `init(args)`. An `Err(Ok(msg))`
+    /// is the plugin rejecting its args.
+    pub fn new(name: &str, module: &PluginModule, limits: Limits, args: &str) -> Result<Self, PluginFailure> {
+        let mut wasi = WasiCtxBuilder::new();
+        // No preopens, sockets or environment. Output goes to our stderr,
+        // never stdout, which carries `simulate`'s results.
+        wasi.stdout(wasmtime_wasi::cli::stderr()).stderr(wasmtime_wasi::cli::stderr());
+        let state = HostState {
+            wasi: wasi.build(),
+            table: ResourceTable::new(),
+            limiter: Limiter {
+                max_memory: limits.memory,
+                hit: false,
+            },
+            plugin: Arc::from(name),
+        };
+        let mut store = Store::new(engine(), state);
+        store.limiter(|s| &mut s.limiter);
+        store.set_epoch_deadline(ticks(limits.init_timeout));
+        let wrap = |store: &Store<HostState>, e: wasmtime::Error| PluginFailure::from_wasmtime(&e, store.data().limiter.hit, limits.init_timeout);
+        let instance = match module.pre.instantiate(&mut store) {
+            Ok(i) => i,
+            Err(e) => return Err(wrap(&store, e)),
+        };
+        let load = |store: &mut Store<HostState>| -> wasmtime::Result<_> {
+            let ix = &module.indices;
+            Ok((
+                ix.lifecycle.load(&mut *store, &instance)?,
+                ix.filter.as_ref().map(|i| i.load(&mut *store, &instance)).transpose()?,
+                ix.score.as_ref().map(|i| i.load(&mut *store, &instance)).transpose()?,
+                ix.normalize.as_ref().map(|i| i.load(&mut *store, &instance)).transpose()?,
+                ix.deletion_cost.as_ref().map(|i| i.load(&mut *store, &instance)).transpose()?,
+            ))
+        };
+        let (lifecycle, filter, score, normalize, deletion_cost) = match load(&mut store) {
+            Ok(l) => l,
+            Err(e) => return Err(wrap(&store, e)),
+        };
+        let mut inst = Self {
+            store,
+            funcs: Funcs {
+                lifecycle,
+                filter,
+                score,
+                normalize,
+                deletion_cost,
+            },
+            limits,
+            applied: 0,
+            cycle: None,
+        };
+        let version = inst.call(limits.init_timeout, |s, i| i.lifecycle.call_contract_version(s))?;
+        if !version_compatible(&version) {
+            return Err(PluginFailure::new(
+                FailureKind::BadResult,
+                format!("plugin says it implements contract {version}, this host implements {}", super::module::CONTRACT_VERSION),
+            ));
+        }
+        inst.call(limits.init_timeout, |s, i| i.lifecycle.call_init(s, args))?
+            .map_err(|m| PluginFailure::new(FailureKind::Plugin, format!("rejected its args: {m}")))?;
+        Ok(inst)
+    }
+
+    /// Runs one guest call under the deadline, classifying failures.
+    fn call<R>(&mut self, deadline: Duration, f: impl FnOnce(&mut Store<HostState>, &Funcs) -> wasmtime::Result<R>) -> Result<R, PluginFailure> {
+        let Self { store, funcs, .. } = self;
+        store.data_mut().limiter.hit = false;
+        store.set_epoch_deadline(ticks(deadline));
+        let result = f(store, funcs);
+        result.map_err(|e| PluginFailure::from_wasmtime(&e, store.data().limiter.hit, deadline))
+    }
+
+    pub fn apply(&mut self, deltas: &[wit::Delta], full: bool) -> Result<(), PluginFailure> {
+        if deltas.is_empty() {
+            return Ok(());
+        }
+        let deadline = if full { self.limits.init_timeout } else { self.limits.call_timeout };
+        self.call(deadline, |s, i| i.lifecycle.call_apply(s, deltas))
+    }
+
+    pub fn cycle_start(&mut self, pod: &wit::Pod) -> Result<Result<(), String>, PluginFailure> {
+        let t = self.limits.call_timeout;
+        self.call(t, |s, i| i.lifecycle.call_cycle_start(s, pod))
+    }
+
+    pub fn filter(&mut self, nodes: &[u32]) -> Result<Vec<Option<wit::Rejection>>, PluginFailure> {
+        let t = self.limits.call_timeout;
+        let out = self.call(t, |s, i| match &i.filter {
+            Some(f) => f.call_filter(s, nodes),
+            None => Ok(vec![None; nodes.len()]),
+        })?;
+        if out.len() != nodes.len() {
+            return Err(PluginFailure::new(FailureKind::BadResult, format!("filter returned {} verdicts for {} nodes", out.len(), nodes.len())));
+        }
+        Ok(out)
+    }
+
+    pub fn score(&mut self, nodes: &[u32]) -> Result<Vec<i64>, PluginFailure> {
+        let t = self.limits.call_timeout;
+        let out = self
+            .call(t, |s, i| match &i.score {
+                Some(f) => f.call_score(s, nodes),
+                None => Ok(Ok(vec![0; nodes.len()])),
+            })?
+            .map_err(|m| PluginFailure::new(FailureKind::Plugin, m))?;
+        if out.len() != nodes.len() {
+            return Err(PluginFailure::new(FailureKind::BadResult, format!("score returned {} scores for {} nodes", out.len(), nodes.len())));
+        }
+        Ok(out)
+    }
+
+    /// NormalizeScore, when exported; `None` when not.
+    pub fn normalize(&mut self, nodes: &[u32], scores: &[i64]) -> Result<Option<Vec<i64>>, PluginFailure> {
+        if self.funcs.normalize.is_none() {
+            return Ok(None);
+        }
+        let t = self.limits.call_timeout;
+        let out = self
+            .call(t, |s, i| match &i.normalize {
+                Some(f) => f.call_normalize_score(s, nodes, scores),
+                None => Ok(Ok(scores.to_vec())),
+            })?
+            .map_err(|m| PluginFailure::new(FailureKind::Plugin, m))?;
+        if out.len() != nodes.len() {
+            return Err(PluginFailure::new(FailureKind::BadResult, format!("normalize-score returned {} scores for {} nodes", out.len(), nodes.len())));
+        }
+        Ok(Some(out))
+    }
+
+    pub fn deletion_cost(&mut self, pod: &wit::PodStatus, metrics: &[(String, f64)]) -> Result<Option<i32>, PluginFailure> {
+        let t = self.limits.call_timeout;
+        self.call(t, |s, i| match &i.deletion_cost {
+            Some(f) => f.call_deletion_cost(s, pod, metrics),
+            None => Ok(Ok(None)),
+        })?
+        .map_err(|m| PluginFailure::new(FailureKind::Plugin, m))
+    }
+}
+
+/// Same major and minor as ours.
+fn version_compatible(v: &str) -> bool {
+    let mm = |s: &str| s.splitn(3, '.').take(2).collect::<Vec<_>>().join(".");
+    mm(v) == mm(super::module::CONTRACT_VERSION)
+}

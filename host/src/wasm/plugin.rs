@@ -1,0 +1,213 @@
+//! A configured wasm plugin: one compiled module, a pool of instances (one
+//! per worker thread, so Filter and Score run in parallel without a global
+//! lock), and the policy for what happens when it fails.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use crate::framework::{Change, Snapshot};
+use crate::model::Pod;
+
+use super::bindings::types as wit;
+use super::convert;
+use super::error::{FailureKind, PluginFailure};
+use super::instance::{Instance, Limits};
+use super::module::PluginModule;
+
+/// What a plugin failure (trap, timeout, memory, bad result) does to the
+/// pod being scheduled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+pub enum FailurePolicy {
+    /// The node(s) being evaluated are rejected with
+    /// `plugin <name> failed: <cause>`.
+    #[default]
+    Fail,
+    /// The plugin is skipped for this pod; the skip is counted.
+    Ignore,
+}
+
+/// How a plugin is run.
+#[derive(Debug, Clone)]
+pub struct WasmSettings {
+    /// `pluginConfig` args as JSON text.
+    pub args: String,
+    pub limits: Limits,
+    pub failure_policy: FailurePolicy,
+}
+
+/// Counters a plugin keeps about itself (exported as metrics and shown by
+/// `simulate`).
+#[derive(Debug, Default)]
+pub struct PluginStats {
+    failures: Mutex<BTreeMap<&'static str, u64>>,
+    pub skips: AtomicU64,
+    pub instances_created: AtomicU64,
+    pub last_failure: Mutex<Option<String>>,
+}
+
+impl PluginStats {
+    fn record(&self, f: &PluginFailure) {
+        *self.failures.lock().entry(f.kind.as_str()).or_insert(0) += 1;
+        *self.last_failure.lock() = Some(f.to_string());
+    }
+
+    /// Failures by kind (`timeout`, `memory`, `trap`, ...).
+    pub fn failures(&self) -> BTreeMap<&'static str, u64> {
+        self.failures.lock().clone()
+    }
+}
+
+/// What a call into a plugin yields for the pod's cycle: the plugin's
+/// answer, or its refusal of the pod (`cycle-start` returned an error).
+pub type Verdict<T> = Result<T, String>;
+
+/// A wasm plugin ready to take part in scheduling cycles.
+pub struct WasmPlugin {
+    pub name: String,
+    pub module: Arc<PluginModule>,
+    pub settings: WasmSettings,
+    slots: Vec<Mutex<Option<Instance>>>,
+    pub stats: PluginStats,
+}
+
+/// Which instance slot the current thread uses: one per worker of the
+/// scheduler's thread pool, slot 0 for any other thread.
+pub fn current_slot() -> usize {
+    rayon::current_thread_index().map_or(0, |i| i + 1)
+}
+
+impl WasmPlugin {
+    /// Builds the plugin and its first instance, which runs `init`: a
+    /// plugin that rejects its args fails here, at start.
+    pub fn new(name: &str, module: Arc<PluginModule>, settings: WasmSettings, workers: usize) -> Result<Self, PluginFailure> {
+        let first = Instance::new(name, &module, settings.limits, &settings.args)?;
+        let mut slots: Vec<Mutex<Option<Instance>>> = (0..=workers).map(|_| Mutex::new(None)).collect();
+        *slots[0].get_mut() = Some(first);
+        let stats = PluginStats::default();
+        stats.instances_created.store(1, Ordering::Relaxed);
+        Ok(Self {
+            name: name.to_string(),
+            module,
+            settings,
+            slots,
+            stats,
+        })
+    }
+
+    pub fn failure_policy(&self) -> FailurePolicy {
+        self.settings.failure_policy
+    }
+
+    /// Runs `f` on this thread's instance, after bringing the instance up
+    /// to date with `snapshot` and, when `cycle` is given, starting that
+    /// cycle on it. A failing instance is dropped; the next call builds a
+    /// fresh one.
+    fn with_instance<R>(
+        &self,
+        snapshot: &Snapshot,
+        cycle: Option<(u64, &Pod)>,
+        f: impl FnOnce(&mut Instance) -> Result<R, PluginFailure>,
+    ) -> Result<Verdict<R>, PluginFailure> {
+        let slot = &self.slots[current_slot() % self.slots.len()];
+        let mut guard = slot.lock();
+        let result = self.run(&mut guard, snapshot, cycle, f);
+        if let Err(failure) = &result {
+            *guard = None;
+            self.stats.record(failure);
+            tracing::warn!(plugin = %self.name, %failure, "plugin call failed; its instance is replaced");
+        }
+        result
+    }
+
+    fn run<R>(
+        &self,
+        slot: &mut Option<Instance>,
+        snapshot: &Snapshot,
+        cycle: Option<(u64, &Pod)>,
+        f: impl FnOnce(&mut Instance) -> Result<R, PluginFailure>,
+    ) -> Result<Verdict<R>, PluginFailure> {
+        let generation = snapshot.generation();
+        let behind = slot.as_ref().is_some_and(|i| snapshot.changes_since(i.applied).is_none());
+        if slot.is_none() || behind {
+            let mut inst = Instance::new(&self.name, &self.module, self.settings.limits, &self.settings.args)?;
+            self.stats.instances_created.fetch_add(1, Ordering::Relaxed);
+            inst.apply(&deltas(&snapshot.as_changes()), true)?;
+            inst.applied = generation;
+            *slot = Some(inst);
+        }
+        let inst = slot.as_mut().expect("instance was just ensured");
+        if inst.applied != generation {
+            let changes = snapshot.changes_since(inst.applied).unwrap_or_default();
+            inst.apply(&deltas(changes), false)?;
+            inst.applied = generation;
+        }
+        if let Some((id, pod)) = cycle {
+            if inst.cycle != Some(id) {
+                inst.cycle = None;
+                if let Err(reason) = inst.cycle_start(&convert::pod(pod))? {
+                    return Ok(Err(reason));
+                }
+                inst.cycle = Some(id);
+            }
+        }
+        f(inst).map(Ok)
+    }
+
+    /// PreFilter/PreScore: starts the pod's cycle on this thread's instance.
+    pub fn cycle_start(&self, snapshot: &Snapshot, cycle: u64, pod: &Pod) -> Result<Verdict<()>, PluginFailure> {
+        self.with_instance(snapshot, Some((cycle, pod)), |_| Ok(()))
+    }
+
+    pub fn filter(&self, snapshot: &Snapshot, cycle: u64, pod: &Pod, nodes: &[u32]) -> Result<Verdict<Vec<Option<wit::Rejection>>>, PluginFailure> {
+        self.with_instance(snapshot, Some((cycle, pod)), |i| i.filter(nodes))
+    }
+
+    pub fn score(&self, snapshot: &Snapshot, cycle: u64, pod: &Pod, nodes: &[u32]) -> Result<Verdict<Vec<i64>>, PluginFailure> {
+        self.with_instance(snapshot, Some((cycle, pod)), |i| i.score(nodes))
+    }
+
+    /// NormalizeScore; `None` when the plugin does not export it.
+    pub fn normalize(&self, snapshot: &Snapshot, cycle: u64, pod: &Pod, nodes: &[u32], scores: &[i64]) -> Result<Verdict<Option<Vec<i64>>>, PluginFailure> {
+        self.with_instance(snapshot, Some((cycle, pod)), |i| i.normalize(nodes, scores))
+    }
+
+    /// Records that the plugin was skipped for a pod (`Ignore` policy).
+    pub fn count_skip(&self) {
+        self.stats.skips.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A failure that is the plugin's fault but not caught by the
+    /// instance (a score out of range), recorded like the others.
+    pub fn record_failure(&self, failure: &PluginFailure) {
+        self.stats.record(failure);
+    }
+}
+
+fn deltas(changes: &[Change]) -> Vec<wit::Delta> {
+    changes
+        .iter()
+        .map(|c| match c {
+            Change::NodeSet(i, n) => wit::Delta::NodeSet((*i, convert::node(n))),
+            Change::NodeRemove(i) => wit::Delta::NodeRemove(*i),
+            Change::PodAdd(i, p) => wit::Delta::PodAdd(wit::Placement {
+                node: *i,
+                pod: convert::pod(p),
+            }),
+            Change::PodRemove(i, uid) => wit::Delta::PodRemove(wit::Removal {
+                node: *i,
+                pod_uid: uid.clone(),
+            }),
+        })
+        .collect()
+}
+
+/// Out-of-range scores are the plugin's failure, like a trap.
+pub fn check_scores(scores: &[i64]) -> Result<(), PluginFailure> {
+    match scores.iter().find(|s| !(0..=100).contains(*s)) {
+        Some(s) => Err(PluginFailure::new(FailureKind::BadResult, format!("score {s} is outside 0..=100"))),
+        None => Ok(()),
+    }
+}

@@ -1,0 +1,273 @@
+//! The built-in GPU-topology scheduling policy of wasmsched.
+//!
+//! Filter: a pod that uses GPUs (an `nvidia.com/gpu` request, or with
+//! fractional sharing a `gpu.nvidia.com/memory` annotation alone) fits a
+//! node with enough *free* GPUs of the requested model and memory. Score:
+//! a packing term (`binpack`, `spread` or the origin formula) mixed with
+//! the node's GPU utilization, minus a penalty when the GPUs the pod would
+//! get span more NVLink domains than necessary. Every formula, label and
+//! annotation is documented in docs/gpu-topology.md.
+
+mod args;
+pub mod gpus;
+
+pub use args::{Config, ModelMatching, ModelRule, Policy};
+
+use wasmsched_plugin_sdk::types::Pod;
+use wasmsched_plugin_sdk::{
+    export_plugin, reject, reject_unresolvable, Cluster, NodeState, Plugin, PodExt, Rejection,
+};
+
+/// The extended resource kubelet's device plugin advertises.
+pub const GPU_RESOURCE: &str = "nvidia.com/gpu";
+/// Node labels of the origin design.
+pub const LABEL_MODEL: &str = "gpu.nvidia.com/model";
+pub const LABEL_MEMORY: &str = "gpu.nvidia.com/memory";
+pub const LABEL_COUNT: &str = "gpu.nvidia.com/count";
+/// NVIDIA GPU Feature Discovery node labels.
+pub const GFD_PRODUCT: &str = "nvidia.com/gpu.product";
+pub const GFD_MEMORY: &str = "nvidia.com/gpu.memory";
+pub const GFD_COUNT: &str = "nvidia.com/gpu.count";
+/// Pod annotations.
+pub const ANN_MODEL: &str = "gpu.nvidia.com/model";
+pub const ANN_MEMORY: &str = "gpu.nvidia.com/memory";
+pub const ANN_POLICY: &str = "gpu.nvidia.com/policy";
+/// GPU indices a placed pod holds (written at bind by the host).
+pub const ANN_ASSIGNED: &str = "gpu.nvidia.com/assigned-gpus";
+/// Node annotations.
+pub const ANN_UTILIZATION: &str = "gpu.nvidia.com/utilization";
+pub const ANN_TOPOLOGY: &str = "gpu.nvidia.com/topology";
+/// Host-provided node metric (percent, averaged over the node's GPUs).
+pub const METRIC_UTILIZATION: &str = "DCGM_FI_DEV_GPU_UTIL";
+
+/// Rejection reasons (countable: no names or numbers).
+pub const NOT_ENOUGH_GPUS: &str = "Not enough GPUs";
+pub const MODEL_MISMATCH: &str = "GPU model mismatch";
+pub const NOT_ENOUGH_MEMORY: &str = "Not enough GPU memory";
+pub const NOT_ENOUGH_FREE_MEMORY: &str = "Not enough free GPU memory";
+
+/// What a pod asks of GPUs, parsed once per cycle.
+#[derive(Debug, Clone)]
+pub struct Demand {
+    /// Whole GPUs (`nvidia.com/gpu`); 0 for a sharing pod.
+    pub whole: u32,
+    /// `gpu.nvidia.com/memory` in MiB (per GPU; for a sharing pod, what it
+    /// takes of the GPU it shares); 0 when not set.
+    pub memory_mib: u64,
+    pub model: Option<ModelRule>,
+    pub policy: Policy,
+}
+
+/// The current cycle's demand; `None` for a pod that uses no GPU (it
+/// passes Filter and scores 0 everywhere).
+pub struct Cycle(Option<Demand>);
+
+/// Where a pod would go on a node, and what scoring needs to know.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Placement {
+    /// The GPU indices the pod would get (one for a sharing pod).
+    pub gpus: Vec<u32>,
+    pub capacity: u32,
+    /// Whole GPUs free before the placement.
+    pub free: u32,
+    /// A sharing pod joins a GPU already shared (rather than opening a
+    /// free one).
+    pub joins_shared: bool,
+    /// NVLink domains spanned beyond the fewest possible.
+    pub extra_domains: u32,
+    /// GPU utilization in percent (the configured default when unknown).
+    pub utilization_pct: u32,
+}
+
+pub struct GpuTopology {
+    cfg: Config,
+}
+
+fn bad_annotation(name: &str, value: &str, why: &str) -> String {
+    format!("invalid annotation {name}={value:?}: {why}")
+}
+
+impl GpuTopology {
+    pub fn new(cfg: Config) -> Self {
+        GpuTopology { cfg }
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    /// Parses the pod's GPU demand. A malformed annotation or a negative
+    /// `nvidia.com/gpu` amount is an error naming it.
+    pub fn demand(&self, pod: &Pod) -> Result<Option<Demand>, String> {
+        let (req, lim) = (pod.request(GPU_RESOURCE), pod.limit(GPU_RESOURCE));
+        if req < 0 || lim < 0 {
+            return Err(format!(
+                "invalid {GPU_RESOURCE} amount {}: not a non-negative count",
+                req.min(lim)
+            ));
+        }
+        let whole = u32::try_from(req.max(lim)).unwrap_or(u32::MAX);
+        let memory_mib = match pod.annotation(ANN_MEMORY) {
+            None => 0,
+            Some(v) => gpus::parse_uint(v)
+                .ok_or_else(|| bad_annotation(ANN_MEMORY, v, "not a non-negative integer (MiB)"))?,
+        };
+        let model = match pod.annotation(ANN_MODEL) {
+            None => None,
+            Some(v) if !v.bytes().any(|b| b.is_ascii_alphanumeric()) => {
+                return Err(bad_annotation(ANN_MODEL, v, "not a GPU model name"))
+            }
+            Some(v) => Some(self.cfg.model_rule(v)),
+        };
+        let policy = match pod.annotation(ANN_POLICY) {
+            None => self.cfg.policy,
+            Some(v) => Policy::parse(v).ok_or_else(|| {
+                bad_annotation(ANN_POLICY, v, &format!("expected {}", Policy::NAMES))
+            })?,
+        };
+        let uses_gpu = whole > 0 || (self.cfg.fractional && memory_mib > 0);
+        Ok(uses_gpu.then_some(Demand {
+            whole,
+            memory_mib,
+            model,
+            policy,
+        }))
+    }
+
+    /// Where `d` would go on `ns`, or why it does not fit. Checks, in
+    /// order: node labels valid; enough GPUs in total; model; memory per
+    /// GPU; node annotations valid; placed pods' annotations valid; enough
+    /// free GPUs (or free memory on one GPU for a sharing pod).
+    pub fn place(&self, d: &Demand, ns: &NodeState) -> Result<Placement, Rejection> {
+        let node = &ns.node;
+        let g = gpus::read_labels(node)?;
+        if g.capacity < d.whole.max(1) {
+            return Err(reject_unresolvable(NOT_ENOUGH_GPUS));
+        }
+        if let Some(rule) = &d.model {
+            if !g.model.is_some_and(|m| rule.matches(m)) {
+                return Err(reject_unresolvable(MODEL_MISMATCH));
+            }
+        }
+        if d.memory_mib > 0 && g.memory_mib.is_none_or(|m| d.memory_mib > m) {
+            return Err(reject_unresolvable(NOT_ENOUGH_MEMORY));
+        }
+        let utilization_pct =
+            gpus::utilization_pct(node, &self.cfg)?.unwrap_or(self.cfg.unknown_utilization_pct);
+        let domains = gpus::topology(node, g.capacity)?;
+        let (slots, free) = gpus::slots(ns, &g, &self.cfg)?;
+        let placement = |gpus, joins_shared, extra_domains| Placement {
+            gpus,
+            capacity: g.capacity,
+            free,
+            joins_shared,
+            extra_domains,
+            utilization_pct,
+        };
+        if d.whole > 0 {
+            if free < d.whole {
+                return Err(reject(NOT_ENOUGH_GPUS));
+            }
+            let (chosen, extra) = gpus::choose_whole(&slots, domains.as_deref(), d.whole);
+            Ok(placement(chosen, false, extra))
+        } else {
+            let per_gpu = g.memory_mib.unwrap_or(0);
+            match gpus::choose_shared(&slots, domains.as_deref(), per_gpu, d.memory_mib, free > 0) {
+                Some((i, joins)) => Ok(placement(vec![i], joins, 0)),
+                None => Err(reject(NOT_ENOUGH_FREE_MEMORY)),
+            }
+        }
+    }
+
+    /// The score of a placement, in 0..=100 (see docs/gpu-topology.md):
+    /// `clamp((fit * wf + util * wu) / (wf + wu) - penalty * extra, 0, 100)`.
+    pub fn score_placement(&self, d: &Demand, p: &Placement) -> i64 {
+        let free = p.free as i64;
+        let k = d.whole as i64;
+        // GPUs left free after placement, and whether the pod touches
+        // something untouched (a whole pod: an unused node; a sharing pod:
+        // a free GPU).
+        let (left, fresh) = if d.whole > 0 {
+            (free - k, p.free == p.capacity)
+        } else if p.joins_shared {
+            (free, false)
+        } else {
+            (free - 1, true)
+        };
+        let fresh = fresh as i64;
+        let fit = match d.policy {
+            Policy::Binpack => 100 - 10 * left - 5 * fresh,
+            Policy::Spread => 10 * left + 5 * fresh,
+            Policy::Origin => 100 - 10 * (free - k).abs(),
+        }
+        .clamp(0, 100);
+        let util = 100 - p.utilization_pct.min(100) as i64;
+        let (wf, wu) = (self.cfg.fit_weight, self.cfg.utilization_weight);
+        let base = (fit * wf + util * wu) / (wf + wu);
+        (base - self.cfg.topology_penalty * p.extra_domains as i64).clamp(0, 100)
+    }
+
+    /// The GPU indices `pod` would get on `node` under this configuration:
+    /// `Some(vec![])` for a pod that uses no GPU, `None` when the pod's
+    /// annotations are invalid or it does not fit.
+    pub fn choose_gpus(&self, node: &NodeState, pod: &Pod) -> Option<Vec<u32>> {
+        match self.demand(pod).ok()? {
+            None => Some(Vec::new()),
+            Some(d) => self.place(&d, node).ok().map(|p| p.gpus),
+        }
+    }
+}
+
+/// The GPU indices `pod` would get on `node` with the default
+/// configuration (see [`GpuTopology::choose_gpus`]). For the host to record
+/// in `gpu.nvidia.com/assigned-gpus` at bind.
+pub fn choose_gpus(node: &NodeState, pod: &Pod) -> Option<Vec<u32>> {
+    GpuTopology::new(Config::default()).choose_gpus(node, pod)
+}
+
+impl Plugin for GpuTopology {
+    type Cycle = Cycle;
+
+    fn init(args: &str) -> Result<Self, String> {
+        Ok(GpuTopology::new(Config::parse(args)?))
+    }
+
+    fn cycle_start(&self, pod: &Pod, _cluster: &Cluster) -> Result<Cycle, String> {
+        Ok(Cycle(self.demand(pod)?))
+    }
+
+    fn filter(
+        &self,
+        cycle: &Cycle,
+        _pod: &Pod,
+        node: &NodeState,
+        _cluster: &Cluster,
+    ) -> Result<(), Rejection> {
+        match &cycle.0 {
+            None => Ok(()),
+            Some(d) => self.place(d, node).map(|_| ()),
+        }
+    }
+
+    fn score(
+        &self,
+        cycle: &Cycle,
+        _pod: &Pod,
+        node: &NodeState,
+        _cluster: &Cluster,
+    ) -> Result<i64, String> {
+        // A node Filter rejected is never scored by the host; should it be,
+        // it gets 0 rather than failing the pod's cycle.
+        Ok(match &cycle.0 {
+            None => 0,
+            Some(d) => self
+                .place(d, node)
+                .map_or(0, |p| self.score_placement(d, &p)),
+        })
+    }
+}
+
+export_plugin!(GpuTopology: filter, score);
+
+#[cfg(test)]
+mod tests;

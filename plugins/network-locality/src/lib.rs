@@ -1,0 +1,25 @@
+//! network-locality: a wasmsched plugin that places pods near the
+//! workloads they talk to.
+//!
+//! A pod names its peers in the `network.wasmsched.io/peers` annotation
+//! (label selectors with traffic weights). Score prefers nodes with a low
+//! weighted network cost to the placed peers (same node < same zone < same
+//! region < other region), in both directions: a placed pod whose peers
+//! select the incoming pod draws it too. An opt-in Filter
+//! (`network.wasmsched.io/max-distance`) keeps the pod within a node, zone
+//! or region of its placed peers. See `docs/network-locality.md`.
+//!
+//! [`locality`] holds the annotation grammar, the cost model and the
+//! traffic report without depending on the SDK, so that the host can link
+//! this crate natively with `default-features = false`.
+
+pub mod locality;
+
+#[cfg(feature = "plugin")]
+mod plugin;
+
+#[cfg(feature = "plugin")]
+pub use plugin::{normalize_costs, parse_args, too_far_reason, Cycle, NetworkLocality, MAX_COST};
+
+#[cfg(all(test, feature = "plugin"))]
+mod tests;
