@@ -74,7 +74,7 @@ impl PodAffinityTerm {
     /// Whether `other` (a placed pod) is matched by this term of a pod in
     /// `ns`.
     pub fn matches(&self, other: &Pod) -> bool {
-        (self.all_namespaces || self.namespaces.iter().any(|n| *n == other.namespace))
+        (self.all_namespaces || self.namespaces.contains(&other.namespace))
             && self.selector.as_ref().is_some_and(|s| s.matches(&other.labels))
     }
 }
@@ -239,11 +239,22 @@ impl Pod {
             let (req, lim) = container_resources(c, &format!("spec.initContainers[{i}]"))?;
             requests.max_with(&req);
             limits.max_with(&lim);
+            // Upstream's non-zero requests also take the largest init container.
+            non_zero_milli_cpu = non_zero_milli_cpu.max(match req.get(CPU) {
+                0 => DEFAULT_MILLI_CPU_REQUEST,
+                v => v,
+            });
+            non_zero_memory = non_zero_memory.max(match req.get(MEMORY) {
+                0 => DEFAULT_MEMORY_REQUEST,
+                v => v,
+            });
         }
         if let Some(overhead) = &spec.overhead {
             let o = Resources::from_k8s(overhead)
                 .map_err(|(res, e)| err(&format!("spec.overhead.{res}"), e.to_string()))?;
             requests.add(&o);
+            non_zero_milli_cpu += o.get(CPU);
+            non_zero_memory += o.get(MEMORY);
             if !limits.is_empty() {
                 limits.add(&o);
             }

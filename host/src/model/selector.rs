@@ -46,10 +46,8 @@ impl Requirement {
             SelectorOp::Exists | SelectorOp::DoesNotExist if !values.is_empty() => {
                 return Err(format!("operator {op:?} takes no values"))
             }
-            SelectorOp::Gt | SelectorOp::Lt => {
-                if values.len() != 1 || values[0].parse::<i64>().is_err() {
-                    return Err(format!("operator {op:?} needs exactly one integer value"));
-                }
+            SelectorOp::Gt | SelectorOp::Lt if values.len() != 1 || values[0].parse::<i64>().is_err() => {
+                return Err(format!("operator {op:?} needs exactly one integer value"));
             }
             _ => {}
         }
