@@ -38,6 +38,18 @@ pub fn table(report: &Report) -> String {
             h.skips
         ));
     }
+    if let Some(t) = &report.traffic {
+        let pct = |v: u64| if t.total() == 0 { 0.0 } else { 100.0 * v as f64 / t.total() as f64 };
+        out.push_str(&format!(
+            "\nPeer traffic (weighted pairs, {} in all): same node {:.1}%, same zone {:.1}%, cross zone {:.1}%, cross region {:.1}%, unknown {:.1}%\n",
+            t.total(),
+            pct(t.same_node),
+            pct(t.same_zone),
+            pct(t.cross_zone),
+            pct(t.cross_region),
+            pct(t.unknown)
+        ));
+    }
     if let Some(e) = &report.explain {
         out.push('\n');
         out.push_str(&explain(e));

@@ -60,6 +60,65 @@ pub struct Report {
     pub explain: Option<ExplainReport>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub plugin_health: Vec<PluginHealth>,
+    /// Estimated traffic between declared network peers (the
+    /// `network.wasmsched.io/peers` annotation) after the run; absent when
+    /// no pod declares peers.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub traffic: Option<Traffic>,
+}
+
+/// Weighted peer pairs of the final placement, by distance.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq, Default)]
+pub struct Traffic {
+    pub same_node: u64,
+    pub same_zone: u64,
+    pub cross_zone: u64,
+    pub cross_region: u64,
+    pub unknown: u64,
+}
+
+impl Traffic {
+    pub fn total(&self) -> u64 {
+        self.same_node + self.same_zone + self.cross_zone + self.cross_region + self.unknown
+    }
+
+    /// The share of traffic that leaves its zone (cross zone, cross
+    /// region, or unknown), in percent.
+    pub fn cross_zone_percent(&self) -> f64 {
+        match self.total() {
+            0 => 0.0,
+            t => 100.0 * (self.cross_zone + self.cross_region + self.unknown) as f64 / t as f64,
+        }
+    }
+}
+
+/// The traffic report over every placed pod of the snapshot.
+fn traffic(snapshot: &Snapshot) -> Option<Traffic> {
+    use network_locality::locality::{traffic_report, PlacedPod, TopologyNode, PEERS_ANNOTATION};
+    let declares = snapshot.nodes().any(|n| n.pods.iter().any(|p| p.annotations.contains_key(PEERS_ANNOTATION)));
+    if !declares {
+        return None;
+    }
+    let nodes: Vec<TopologyNode> = snapshot.nodes().map(|n| TopologyNode { name: &n.node.name, labels: &n.node.labels }).collect();
+    let pods: Vec<PlacedPod> = snapshot
+        .nodes()
+        .flat_map(|n| {
+            n.pods.iter().map(move |p| PlacedPod {
+                namespace: &p.namespace,
+                labels: &p.labels,
+                annotations: &p.annotations,
+                node: &n.node.name,
+            })
+        })
+        .collect();
+    let r = traffic_report(&nodes, &pods);
+    Some(Traffic {
+        same_node: r.same_node,
+        same_zone: r.same_zone,
+        cross_zone: r.cross_zone,
+        cross_region: r.cross_region,
+        unknown: r.unknown,
+    })
 }
 
 /// `--explain` output for one pod.
@@ -224,5 +283,6 @@ pub fn run(scheduler: &Scheduler, manifests: Manifests, opts: &Options) -> Resul
             }
         }
     }
+    report.traffic = traffic(&snapshot);
     Ok(report)
 }
