@@ -9,7 +9,11 @@ use std::process::Command;
 
 const TARGET: &str = "wasm32-wasip2";
 /// (crate name, embedded in the binary)
-const PLUGINS: &[(&str, bool)] = &[("gpu-topology", true), ("network-locality", true), ("chaos", false)];
+const PLUGINS: &[(&str, bool)] = &[
+    ("gpu-topology", true),
+    ("network-locality", true),
+    ("chaos", false),
+];
 
 fn main() {
     let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap());
@@ -26,7 +30,8 @@ fn main() {
         .map(|(name, _)| *name)
         .filter(|name| {
             let dir = root.join("plugins").join(name);
-            let member = workspace.contains(&format!("\"plugins/{name}\"")) || workspace.contains("\"plugins/*\"");
+            let member = workspace.contains(&format!("\"plugins/{name}\""))
+                || workspace.contains("\"plugins/*\"");
             member && dir.join("Cargo.toml").exists() && dir.join("src/lib.rs").exists()
         })
         .collect();
@@ -36,11 +41,22 @@ fn main() {
     let target_dir = env::var_os("WASMSCHED_PLUGIN_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| cargo_target_dir(&out).join("wasm-plugins"));
-    assert!(!present.is_empty(), "no plugin crates found under {}", root.join("plugins").display());
+    assert!(
+        !present.is_empty(),
+        "no plugin crates found under {}",
+        root.join("plugins").display()
+    );
     let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut cmd = Command::new(cargo);
     cmd.current_dir(&root)
-        .args(["build", "--profile", "wasm", "--target", TARGET, "--target-dir"])
+        .args([
+            "build",
+            "--profile",
+            "wasm",
+            "--target",
+            TARGET,
+            "--target-dir",
+        ])
         .arg(&target_dir);
     for name in &present {
         cmd.args(["-p", name]);
@@ -59,7 +75,9 @@ fn main() {
     ] {
         cmd.env_remove(var);
     }
-    let status = cmd.status().expect("running cargo to build the wasm plugins");
+    let status = cmd
+        .status()
+        .expect("running cargo to build the wasm plugins");
     if !present.is_empty() && !status.success() {
         panic!("building the wasm plugins failed (see the cargo output above)");
     }
@@ -73,17 +91,26 @@ fn main() {
         let file = wasm_dir.join(format!("{}.wasm", name.replace('-', "_")));
         assert!(file.exists(), "missing {}", file.display());
         if *embedded {
-            builtin.push_str(&format!("    ({name:?}, include_bytes!({:?})),\n", file.display().to_string()));
+            builtin.push_str(&format!(
+                "    ({name:?}, include_bytes!({:?})),\n",
+                file.display().to_string()
+            ));
         }
     }
     builtin.push_str("];\n");
     std::fs::write(out.join("builtin.rs"), builtin).unwrap();
-    println!("cargo:rustc-env=WASMSCHED_TEST_PLUGIN_DIR={}", wasm_dir.display());
+    println!(
+        "cargo:rustc-env=WASMSCHED_TEST_PLUGIN_DIR={}",
+        wasm_dir.display()
+    );
 }
 
 /// `<target>` from `<target>/<profile>/build/<pkg>-<hash>/out`.
 fn cargo_target_dir(out: &Path) -> PathBuf {
-    out.ancestors().nth(4).map(Path::to_path_buf).unwrap_or_else(|| out.join("target"))
+    out.ancestors()
+        .nth(4)
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| out.join("target"))
 }
 
 /// Installs the wasm target when the toolchain lacks it (a toolchain that
@@ -96,7 +123,10 @@ fn ensure_target() {
         .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim().to_string()));
     let installed = sysroot.is_some_and(|s| s.join("lib/rustlib").join(TARGET).exists());
     if !installed {
-        let ok = Command::new("rustup").args(["target", "add", TARGET]).status().is_ok_and(|s| s.success());
+        let ok = Command::new("rustup")
+            .args(["target", "add", TARGET])
+            .status()
+            .is_ok_and(|s| s.success());
         if !ok {
             panic!("the {TARGET} target is missing and `rustup target add {TARGET}` failed");
         }

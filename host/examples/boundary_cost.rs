@@ -15,7 +15,9 @@ use wasmsched::wasm::instance::{Instance, Limits};
 use wasmsched::wasm::PluginModule;
 
 fn labels(n: usize, prefix: &str) -> Vec<(String, String)> {
-    let mut v: Vec<(String, String)> = (0..n).map(|i| (format!("{prefix}/key-{i:02}"), format!("value-{i}"))).collect();
+    let mut v: Vec<(String, String)> = (0..n)
+        .map(|i| (format!("{prefix}/key-{i:02}"), format!("value-{i}")))
+        .collect();
     v.sort();
     v
 }
@@ -26,9 +28,18 @@ fn node(i: u32) -> wit::Node {
         labels: labels(10, "example.com"),
         annotations: vec![],
         allocatable: vec![
-            wit::ResourceAmount { name: "cpu".into(), amount: 32_000 },
-            wit::ResourceAmount { name: "memory".into(), amount: 128 << 30 },
-            wit::ResourceAmount { name: "nvidia.com/gpu".into(), amount: 8 },
+            wit::ResourceAmount {
+                name: "cpu".into(),
+                amount: 32_000,
+            },
+            wit::ResourceAmount {
+                name: "memory".into(),
+                amount: 128 << 30,
+            },
+            wit::ResourceAmount {
+                name: "nvidia.com/gpu".into(),
+                amount: 8,
+            },
         ],
         taints: vec![],
         unschedulable: false,
@@ -43,7 +54,10 @@ fn pod(i: u32) -> wit::Pod {
         name: format!("pod-{i}"),
         labels: labels(2, "app"),
         annotations: labels(4, "gpu.nvidia.com"),
-        requests: vec![wit::ResourceAmount { name: "cpu".into(), amount: 1000 }],
+        requests: vec![wit::ResourceAmount {
+            name: "cpu".into(),
+            amount: 1000,
+        }],
         limits: vec![],
         tolerations: vec![],
         priority: 0,
@@ -54,7 +68,10 @@ fn pod(i: u32) -> wit::Pod {
 }
 
 fn per(label: &str, total: std::time::Duration, n: usize) {
-    println!("{label:<58} {:>10.3} us", total.as_secs_f64() * 1e6 / n as f64);
+    println!(
+        "{label:<58} {:>10.3} us",
+        total.as_secs_f64() * 1e6 / n as f64
+    );
 }
 
 fn main() {
@@ -67,7 +84,11 @@ fn main() {
     let deltas: Vec<wit::Delta> = (0..N).map(|i| wit::Delta::NodeSet((i, node(i)))).collect();
     let t = Instant::now();
     inst.apply(&deltas, true).unwrap();
-    per("apply: one node record (10 labels), batch of 5000", t.elapsed(), N as usize);
+    per(
+        "apply: one node record (10 labels), batch of 5000",
+        t.elapsed(),
+        N as usize,
+    );
 
     let p = pod(0);
     let reps = 2000;
@@ -75,7 +96,11 @@ fn main() {
     for _ in 0..reps {
         inst.cycle_start(&p).unwrap().unwrap();
     }
-    per("cycle-start: one pod record (4 annotations)", t.elapsed(), reps);
+    per(
+        "cycle-start: one pod record (4 annotations)",
+        t.elapsed(),
+        reps,
+    );
 
     let one = [7u32];
     let t = Instant::now();
@@ -90,26 +115,42 @@ fn main() {
     for _ in 0..rounds {
         inst.filter(&all).unwrap();
     }
-    per("filter: per node, batch of 5000 indices", t.elapsed(), rounds * N as usize);
+    per(
+        "filter: per node, batch of 5000 indices",
+        t.elapsed(),
+        rounds * N as usize,
+    );
 
     let t = Instant::now();
     for _ in 0..rounds {
         inst.score(&all).unwrap();
     }
-    per("score: per node, batch of 5000 indices", t.elapsed(), rounds * N as usize);
+    per(
+        "score: per node, batch of 5000 indices",
+        t.elapsed(),
+        rounds * N as usize,
+    );
 
     // The alternative design: the node record crosses on every call.
     let t = Instant::now();
     for i in 0..reps as u32 {
-        inst.apply(&[wit::Delta::NodeSet((i % N, node(i % N)))], false).unwrap();
+        inst.apply(&[wit::Delta::NodeSet((i % N, node(i % N)))], false)
+            .unwrap();
         inst.filter(&[i % N]).unwrap();
     }
-    per("record per call: node record + filter call", t.elapsed(), reps);
+    per(
+        "record per call: node record + filter call",
+        t.elapsed(),
+        reps,
+    );
 
     let t = Instant::now();
     for i in 0..reps as u32 {
         inst.apply(
-            &[wit::Delta::PodAdd(wit::Placement { node: i % N, pod: pod(i + 1) })],
+            &[wit::Delta::PodAdd(wit::Placement {
+                node: i % N,
+                pod: pod(i + 1),
+            })],
             false,
         )
         .unwrap();

@@ -1,10 +1,10 @@
 //! wasmsched: a Kubernetes scheduler whose policies are WebAssembly components.
 
-pub mod model;
-pub mod framework;
-pub mod plugins;
 pub mod config;
+pub mod framework;
 pub mod manifest;
+pub mod model;
 pub mod output;
+pub mod plugins;
 pub mod simulate;
 pub mod wasm;

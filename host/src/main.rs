@@ -82,7 +82,10 @@ enum PluginCommand {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_new(&cli.log).unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_new(&cli.log)
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
         .with_writer(std::io::stderr)
         .init();
     match run(cli.command) {
@@ -93,6 +96,19 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Builds the profiles, naming the configuration file in errors.
+fn build_scheduler(
+    path: &Option<PathBuf>,
+    file: &config::ConfigFile,
+    base: &std::path::Path,
+    seed: u64,
+) -> Result<config::Scheduler> {
+    config::build(file, base, seed).map_err(|e| match path {
+        Some(p) => anyhow::anyhow!("config {}: {e}", p.display()),
+        None => anyhow::anyhow!("built-in config: {e}"),
+    })
 }
 
 fn load_config(path: &Option<PathBuf>) -> Result<(config::ConfigFile, PathBuf)> {
@@ -110,8 +126,15 @@ fn run(command: Command) -> Result<ExitCode> {
         Command::Simulate(a) => {
             let (file, base) = load_config(&a.config)?;
             let manifests = manifest::load(&a.paths)?;
-            let scheduler = config::build(&file, &base, a.seed).map_err(|e| anyhow::anyhow!("config: {e}"))?;
-            let report = simulate::run(&scheduler, manifests, &simulate::Options { all_pods: a.all_pods, explain: a.explain })?;
+            let scheduler = build_scheduler(&a.config, &file, &base, a.seed)?;
+            let report = simulate::run(
+                &scheduler,
+                manifests,
+                &simulate::Options {
+                    all_pods: a.all_pods,
+                    explain: a.explain,
+                },
+            )?;
             match a.output {
                 Format::Table => print!("{}", output::table(&report)),
                 Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
@@ -120,11 +143,15 @@ fn run(command: Command) -> Result<ExitCode> {
         }
         Command::Plugin(PluginCommand::Check { file, args }) => {
             let bytes = std::fs::read(&file).with_context(|| format!("{}", file.display()))?;
-            let module = wasm::PluginModule::compile(&bytes).map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+            let module = wasm::PluginModule::compile(&bytes)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
             println!("file:        {}", file.display());
             println!("size:        {} bytes", module.size);
             println!("sha256:      {}", module.digest);
-            println!("compile:     {:.1} ms", module.compile_time.as_secs_f64() * 1e3);
+            println!(
+                "compile:     {:.1} ms",
+                module.compile_time.as_secs_f64() * 1e3
+            );
             println!("contract:    wasmsched:plugin@{}", wasm::CONTRACT_VERSION);
             println!("exports:     {}", module.exports);
             let started = Instant::now();
@@ -133,21 +160,44 @@ fn run(command: Command) -> Result<ExitCode> {
                 limits: wasm::Limits::default(),
                 failure_policy: wasm::FailurePolicy::Fail,
             };
-            wasm::WasmPlugin::new("check", module, settings, 0).map_err(|e| anyhow::anyhow!("{}: init failed: {e}", file.display()))?;
-            println!("init:        ok ({:.1} ms)", started.elapsed().as_secs_f64() * 1e3);
+            wasm::WasmPlugin::new("check", module, settings, 0)
+                .map_err(|e| anyhow::anyhow!("{}: init failed: {e}", file.display()))?;
+            println!(
+                "init:        ok ({:.1} ms)",
+                started.elapsed().as_secs_f64() * 1e3
+            );
             Ok(ExitCode::SUCCESS)
         }
         Command::Profiles { config: path } => {
             let (file, base) = load_config(&path)?;
-            let scheduler = config::build(&file, &base, 0).map_err(|e| anyhow::anyhow!("config: {e}"))?;
+            let scheduler = build_scheduler(&path, &file, &base, 0)?;
             for fw in &scheduler.profiles {
                 let p = &fw.profile;
                 println!("profile {}", p.scheduler_name);
-                println!("  filter: {}", p.filters.iter().map(|f| f.name().to_string()).collect::<Vec<_>>().join(", "));
-                println!("  score:  {}", p.scores.iter().map(|s| format!("{} (weight {})", s.plugin.name(), s.weight)).collect::<Vec<_>>().join(", "));
+                println!(
+                    "  filter: {}",
+                    p.filters
+                        .iter()
+                        .map(|f| f.name().to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+                println!(
+                    "  score:  {}",
+                    p.scores
+                        .iter()
+                        .map(|s| format!("{} (weight {})", s.plugin.name(), s.weight))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
             }
             for (name, m) in &scheduler.modules {
-                println!("wasm plugin {name}: {} bytes, sha256 {}, exports {}", m.size, &m.digest[..12], m.exports);
+                println!(
+                    "wasm plugin {name}: {} bytes, sha256 {}, exports {}",
+                    m.size,
+                    &m.digest[..12],
+                    m.exports
+                );
             }
             Ok(ExitCode::SUCCESS)
         }

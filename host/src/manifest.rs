@@ -67,14 +67,22 @@ fn collect(path: &Path, files: &mut Vec<PathBuf>) -> Result<(), ManifestError> {
     for p in entries {
         if p.is_dir() {
             collect(&p, files)?;
-        } else if matches!(p.extension().and_then(|e| e.to_str()), Some("yaml" | "yml" | "json")) {
+        } else if matches!(
+            p.extension().and_then(|e| e.to_str()),
+            Some("yaml" | "yml" | "json")
+        ) {
             files.push(p);
         }
     }
     Ok(())
 }
 
-fn load_file(file: &Path, out: &mut Manifests, seen_nodes: &mut HashMap<String, String>, seen_pods: &mut HashMap<String, String>) -> Result<(), ManifestError> {
+fn load_file(
+    file: &Path,
+    out: &mut Manifests,
+    seen_nodes: &mut HashMap<String, String>,
+    seen_pods: &mut HashMap<String, String>,
+) -> Result<(), ManifestError> {
     let name = file.display().to_string();
     let fail = |location: String, cause: String| ManifestError {
         file: name.clone(),
@@ -83,7 +91,12 @@ fn load_file(file: &Path, out: &mut Manifests, seen_nodes: &mut HashMap<String, 
     };
     let text = std::fs::read_to_string(file).map_err(|e| fail(String::new(), e.to_string()))?;
     for (i, doc) in serde_yaml::Deserializer::from_str(&text).enumerate() {
-        let value = serde_yaml::Value::deserialize(doc).map_err(|e| fail(format!("document {}: ", i + 1), format!("not valid YAML/JSON: {e}")))?;
+        let value = serde_yaml::Value::deserialize(doc).map_err(|e| {
+            fail(
+                format!("document {}: ", i + 1),
+                format!("not valid YAML/JSON: {e}"),
+            )
+        })?;
         if value.is_null() {
             continue;
         }
@@ -98,15 +111,34 @@ fn load_file(file: &Path, out: &mut Manifests, seen_nodes: &mut HashMap<String, 
                     let n: k8s::Node = decode(obj).map_err(|c| fail(at.clone(), c))?;
                     let n = Node::from_k8s(&n).map_err(|e| fail(at.clone(), model_cause(e)))?;
                     if let Some(prev) = seen_nodes.insert(n.name.clone(), here) {
-                        return Err(fail(at, format!("duplicate Node {} (first in {prev})", n.name)));
+                        return Err(fail(
+                            at,
+                            format!("duplicate Node {} (first in {prev})", n.name),
+                        ));
                     }
                     out.nodes.push(n);
                 }
                 "Pod" => {
                     let p: k8s::Pod = decode(obj).map_err(|c| fail(at.clone(), c))?;
                     let p = Pod::from_k8s(&p).map_err(|e| fail(at.clone(), model_cause(e)))?;
-                    if let Some(prev) = seen_pods.insert(p.key(), here) {
-                        return Err(fail(at, format!("duplicate Pod {} (first in {prev})", p.key())));
+                    if let Some(prev) = seen_pods.insert(p.key(), here.clone()) {
+                        return Err(fail(
+                            at,
+                            format!("duplicate Pod {} (first in {prev})", p.key()),
+                        ));
+                    }
+                    // A uid set in the manifest must be unique too: the
+                    // scheduler tracks placed pods by uid.
+                    if p.uid != p.key() {
+                        if let Some(prev) = seen_pods.insert(format!("uid:{}", p.uid), here) {
+                            return Err(fail(
+                                at,
+                                format!(
+                                    "metadata.uid: duplicate uid {:?} (first in {prev})",
+                                    p.uid
+                                ),
+                            ));
+                        }
                     }
                     out.pods.push(p);
                 }
@@ -120,15 +152,25 @@ fn load_file(file: &Path, out: &mut Manifests, seen_nodes: &mut HashMap<String, 
 use serde::Deserialize;
 
 /// Splits `List` objects into their items; returns (kind, object) pairs.
-fn flatten(value: serde_yaml::Value, out: &mut Vec<(String, serde_yaml::Value)>) -> Result<(), String> {
+fn flatten(
+    value: serde_yaml::Value,
+    out: &mut Vec<(String, serde_yaml::Value)>,
+) -> Result<(), String> {
     let kind = value
         .get("kind")
         .and_then(|k| k.as_str())
         .ok_or_else(|| "missing `kind` (expected Node, Pod or List)".to_string())?
         .to_string();
     if kind == "List" || kind.ends_with("List") {
-        let items = value.get("items").and_then(|i| i.as_sequence()).cloned().unwrap_or_default();
-        let item_kind = kind.strip_suffix("List").filter(|k| !k.is_empty()).map(str::to_string);
+        let items = value
+            .get("items")
+            .and_then(|i| i.as_sequence())
+            .cloned()
+            .unwrap_or_default();
+        let item_kind = kind
+            .strip_suffix("List")
+            .filter(|k| !k.is_empty())
+            .map(str::to_string);
         for mut item in items {
             if item.get("kind").is_none() {
                 match (&item_kind, item.as_mapping_mut()) {
@@ -148,8 +190,14 @@ fn flatten(value: serde_yaml::Value, out: &mut Vec<(String, serde_yaml::Value)>)
 
 fn object_label(kind: &str, obj: &serde_yaml::Value) -> String {
     let meta = obj.get("metadata");
-    let name = meta.and_then(|m| m.get("name")).and_then(|n| n.as_str()).unwrap_or("<unnamed>");
-    match meta.and_then(|m| m.get("namespace")).and_then(|n| n.as_str()) {
+    let name = meta
+        .and_then(|m| m.get("name"))
+        .and_then(|n| n.as_str())
+        .unwrap_or("<unnamed>");
+    match meta
+        .and_then(|m| m.get("namespace"))
+        .and_then(|n| n.as_str())
+    {
         Some(ns) if kind == "Pod" => format!("{kind} {ns}/{name}"),
         _ => format!("{kind} {name}"),
     }

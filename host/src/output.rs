@@ -9,7 +9,8 @@ use crate::simulate::{ExplainReport, Report};
 pub fn table(report: &Report) -> String {
     let mut out = String::new();
     let mut t = Table::new();
-    t.load_preset(UTF8_BORDERS_ONLY).set_content_arrangement(ContentArrangement::Dynamic);
+    t.load_preset(UTF8_BORDERS_ONLY)
+        .set_content_arrangement(ContentArrangement::Dynamic);
     t.set_header(vec!["POD", "NODE", "SCORE"]);
     for s in &report.scheduled {
         t.add_row(vec![
@@ -18,9 +19,15 @@ pub fn table(report: &Report) -> String {
             Cell::new(s.score.map_or("-".to_string(), |v| v.to_string())),
         ]);
     }
-    out.push_str(&format!("Scheduled {} pod(s):\n{t}\n", report.scheduled.len()));
+    out.push_str(&format!(
+        "Scheduled {} pod(s):\n{t}\n",
+        report.scheduled.len()
+    ));
     if !report.unschedulable.is_empty() {
-        out.push_str(&format!("\nUnschedulable {} pod(s):\n", report.unschedulable.len()));
+        out.push_str(&format!(
+            "\nUnschedulable {} pod(s):\n",
+            report.unschedulable.len()
+        ));
         for u in &report.unschedulable {
             out.push_str(&format!("  {}/{}: {}\n", u.namespace, u.pod, u.message));
         }
@@ -34,12 +41,22 @@ pub fn table(report: &Report) -> String {
             "\nplugin {} (profile {}): failures: {}; skipped for {} pod(s)\n",
             h.plugin,
             h.profile,
-            if failures.is_empty() { "none".into() } else { failures.join(", ") },
+            if failures.is_empty() {
+                "none".into()
+            } else {
+                failures.join(", ")
+            },
             h.skips
         ));
     }
     if let Some(t) = &report.traffic {
-        let pct = |v: u64| if t.total() == 0 { 0.0 } else { 100.0 * v as f64 / t.total() as f64 };
+        let pct = |v: u64| {
+            if t.total() == 0 {
+                0.0
+            } else {
+                100.0 * v as f64 / t.total() as f64
+            }
+        };
         out.push_str(&format!(
             "\nPeer traffic (weighted pairs, {} in all): same node {:.1}%, same zone {:.1}%, cross zone {:.1}%, cross region {:.1}%, unknown {:.1}%\n",
             t.total(),
@@ -77,11 +94,20 @@ pub fn explain(e: &ExplainReport) -> String {
     // Winner first, then feasible by total, then rejected by name.
     nodes.sort_by(|a, b| {
         let won = |n: &&crate::framework::cycle::NodeExplanation| Some(&n.node) == e.node.as_ref();
-        won(b).cmp(&won(a)).then(b.total.cmp(&a.total)).then(a.node.cmp(&b.node))
+        won(b)
+            .cmp(&won(a))
+            .then(b.total.cmp(&a.total))
+            .then(a.node.cmp(&b.node))
     });
     let mut t = Table::new();
-    t.load_preset(UTF8_BORDERS_ONLY).set_content_arrangement(ContentArrangement::Dynamic);
-    t.set_header(vec!["NODE", "FILTER", "SCORES (plugin raw -> normalized x weight)", "TOTAL"]);
+    t.load_preset(UTF8_BORDERS_ONLY)
+        .set_content_arrangement(ContentArrangement::Dynamic);
+    t.set_header(vec![
+        "NODE",
+        "FILTER",
+        "SCORES (plugin raw -> normalized x weight)",
+        "TOTAL",
+    ]);
     for n in nodes {
         let rejections: Vec<String> = n
             .filters
@@ -92,7 +118,11 @@ pub fn explain(e: &ExplainReport) -> String {
                 FilterVerdict::Error(r) => Some(format!("{p}: error: {r}")),
             })
             .collect();
-        let filter = if rejections.is_empty() { "pass".to_string() } else { rejections.join("\n") };
+        let filter = if rejections.is_empty() {
+            "pass".to_string()
+        } else {
+            rejections.join("\n")
+        };
         let scores: Vec<String> = n
             .scores
             .iter()

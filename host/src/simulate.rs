@@ -95,11 +95,21 @@ impl Traffic {
 /// The traffic report over every placed pod of the snapshot.
 fn traffic(snapshot: &Snapshot) -> Option<Traffic> {
     use network_locality::locality::{traffic_report, PlacedPod, TopologyNode, PEERS_ANNOTATION};
-    let declares = snapshot.nodes().any(|n| n.pods.iter().any(|p| p.annotations.contains_key(PEERS_ANNOTATION)));
+    let declares = snapshot.nodes().any(|n| {
+        n.pods
+            .iter()
+            .any(|p| p.annotations.contains_key(PEERS_ANNOTATION))
+    });
     if !declares {
         return None;
     }
-    let nodes: Vec<TopologyNode> = snapshot.nodes().map(|n| TopologyNode { name: &n.node.name, labels: &n.node.labels }).collect();
+    let nodes: Vec<TopologyNode> = snapshot
+        .nodes()
+        .map(|n| TopologyNode {
+            name: &n.node.name,
+            labels: &n.node.labels,
+        })
+        .collect();
     let pods: Vec<PlacedPod> = snapshot
         .nodes()
         .flat_map(|n| {
@@ -145,7 +155,11 @@ pub enum SimulateError {
 }
 
 /// Runs the simulation.
-pub fn run(scheduler: &Scheduler, manifests: Manifests, opts: &Options) -> Result<Report, SimulateError> {
+pub fn run(
+    scheduler: &Scheduler,
+    manifests: Manifests,
+    opts: &Options,
+) -> Result<Report, SimulateError> {
     let mut snapshot = Snapshot::default();
     for n in manifests.nodes {
         snapshot.set_node(n);
@@ -160,12 +174,19 @@ pub fn run(scheduler: &Scheduler, manifests: Manifests, opts: &Options) -> Resul
         }
     };
     if let Some(key) = &opts.explain {
-        let pod = manifests.pods.iter().find(|p| p.key() == *key).ok_or_else(|| SimulateError::NoSuchPod(key.clone()))?;
+        let pod = manifests
+            .pods
+            .iter()
+            .find(|p| p.key() == *key)
+            .ok_or_else(|| SimulateError::NoSuchPod(key.clone()))?;
         if let Some(n) = &pod.node_name {
             return Err(SimulateError::NotPending(key.clone(), n.clone()));
         }
         if profile_for(pod).is_none() {
-            return Err(SimulateError::NotServed(key.clone(), pod.scheduler_name.clone()));
+            return Err(SimulateError::NotServed(
+                key.clone(),
+                pod.scheduler_name.clone(),
+            ));
         }
     }
     for pod in manifests.pods {
@@ -177,7 +198,9 @@ pub fn run(scheduler: &Scheduler, manifests: Manifests, opts: &Options) -> Resul
                 Some(i) => {
                     snapshot.add_pod(i, Arc::new(pod));
                 }
-                None => tracing::warn!(pod = %pod.key(), %node, "pod is bound to a node not in the manifests; ignored"),
+                None => {
+                    tracing::warn!(pod = %pod.key(), %node, "pod is bound to a node not in the manifests; ignored")
+                }
             },
             None if profile_for(&pod).is_some() => queue.add(Arc::new(pod)),
             None => report.ignored += 1,
@@ -200,7 +223,9 @@ pub fn run(scheduler: &Scheduler, manifests: Manifests, opts: &Options) -> Resul
         };
         let fw = profile_for(&pod).expect("queued pods have a profile");
         let profile = fw.profile.scheduler_name.clone();
-        let explaining = opts.explain.as_deref() == Some(pod.key().as_str()) && report.explain.is_none();
+        // Every attempt is explained; the last one (where the pod went, or its
+        // final failure) is what the report keeps.
+        let explaining = opts.explain.as_deref() == Some(pod.key().as_str());
         let explanation = explaining.then(|| fw.explain(&pod, &snapshot));
         let outcome = fw.schedule(&pod, &snapshot);
         if let Some(explanation) = explanation {
@@ -243,7 +268,12 @@ pub fn run(scheduler: &Scheduler, manifests: Manifests, opts: &Options) -> Resul
         }
     }
     let mut left: Vec<&Arc<Pod>> = queue.unschedulable_pods().collect();
-    left.sort_by(|a, b| b.priority.cmp(&a.priority).then(a.creation_ms.cmp(&b.creation_ms)).then(a.key().cmp(&b.key())));
+    left.sort_by(|a, b| {
+        b.priority
+            .cmp(&a.priority)
+            .then(a.creation_ms.cmp(&b.creation_ms))
+            .then(a.key().cmp(&b.key()))
+    });
     for pod in left {
         let (message, profile) = last_failure.get(&pod.uid).cloned().unwrap_or_default();
         report.unschedulable.push(UnschedulablePod {

@@ -25,7 +25,12 @@ fn one_node() -> String {
 }
 
 fn simulate_file(path: &str) -> Output {
-    wasmsched(&["simulate", path, "--config", &s(&fixtures().join("native-config.yaml"))])
+    wasmsched(&[
+        "simulate",
+        path,
+        "--config",
+        &s(&fixtures().join("native-config.yaml")),
+    ])
 }
 
 fn simulate_config(config: &str) -> Output {
@@ -39,7 +44,10 @@ fn malformed_yaml() {
     let f = bad("malformed.yaml");
     assert_one_line_error(
         &simulate_file(&f),
-        &[&format!("error: {f}: document 1: not valid YAML/JSON: "), "at line 5 column 5"],
+        &[
+            &format!("error: {f}: document 1: not valid YAML/JSON: "),
+            "at line 5 column 5",
+        ],
     );
 }
 
@@ -67,7 +75,10 @@ fn node_with_an_unknown_taint_effect() {
 fn document_without_kind() {
     let f = bad("no-kind.yaml");
     let line = assert_one_line_error(&simulate_file(&f), &[]);
-    assert_eq!(line, format!("error: {f}: document 2: missing `kind` (expected Node, Pod or List)"));
+    assert_eq!(
+        line,
+        format!("error: {f}: document 2: missing `kind` (expected Node, Pod or List)")
+    );
 }
 
 #[test]
@@ -84,7 +95,10 @@ fn field_of_the_wrong_type() {
 fn duplicate_node_names_in_one_file() {
     let f = bad("duplicate-nodes.yaml");
     let line = assert_one_line_error(&simulate_file(&f), &[]);
-    assert_eq!(line, format!("error: {f}: document 3 (Node n1): duplicate Node n1 (first in {f} document 1)"));
+    assert_eq!(
+        line,
+        format!("error: {f}: document 3 (Node n1): duplicate Node n1 (first in {f} document 1)")
+    );
 }
 
 #[test]
@@ -96,7 +110,11 @@ fn duplicate_node_names_across_files() {
     let line = assert_one_line_error(&simulate_file(&s(dir.path())), &[]);
     assert_eq!(
         line,
-        format!("error: {}: document 2 (Node n1): duplicate Node n1 (first in {} document 1)", b.display(), a.display())
+        format!(
+            "error: {}: document 2 (Node n1): duplicate Node n1 (first in {} document 1)",
+            b.display(),
+            a.display()
+        )
     );
 }
 
@@ -104,9 +122,22 @@ fn duplicate_node_names_across_files() {
 fn duplicate_pods() {
     let dir = tempfile::tempdir().unwrap();
     let f = dir.path().join("pods.yaml");
-    write_manifest(&f, &[PodB::new("p").ns("team").0, PodB::new("q").ns("team").0, PodB::new("p").ns("team").0]);
+    write_manifest(
+        &f,
+        &[
+            PodB::new("p").ns("team").0,
+            PodB::new("q").ns("team").0,
+            PodB::new("p").ns("team").0,
+        ],
+    );
     let line = assert_one_line_error(&simulate_file(&s(&f)), &[]);
-    assert_eq!(line, format!("error: {0}: document 3 (Pod team/p): duplicate Pod team/p (first in {0} document 1)", f.display()));
+    assert_eq!(
+        line,
+        format!(
+            "error: {0}: document 3 (Pod team/p): duplicate Pod team/p (first in {0} document 1)",
+            f.display()
+        )
+    );
 }
 
 #[test]
@@ -114,7 +145,13 @@ fn path_that_does_not_exist() {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("no-such-dir").join("cluster.yaml");
     let line = assert_one_line_error(&simulate_file(&s(&missing)), &[]);
-    assert_eq!(line, format!("error: {}: No such file or directory (os error 2)", missing.display()));
+    assert_eq!(
+        line,
+        format!(
+            "error: {}: No such file or directory (os error 2)",
+            missing.display()
+        )
+    );
 }
 
 #[test]
@@ -128,7 +165,10 @@ fn explain_of_a_pod_that_does_not_exist() {
         "apps/ghost",
     ]);
     let line = assert_one_line_error(&o, &[]);
-    assert_eq!(line, "error: --explain apps/ghost: no such pod in the manifests");
+    assert_eq!(
+        line,
+        "error: --explain apps/ghost: no such pod in the manifests"
+    );
 }
 
 // -------------------------------------------------------- configuration
@@ -152,12 +192,15 @@ fn config_with_an_unknown_nested_field() {
     let f = cfg("nested-typo.yaml");
     assert_one_line_error(
         &simulate_config(&f),
-        &[&format!("error: config {f}: "), "unknown field `enabeld`, expected `enabled` or `disabled`", "line 5 column 7"],
+        &[
+            &format!("error: config {f}: "),
+            "unknown field `enabeld`, expected `enabled` or `disabled`",
+            "line 5 column 7",
+        ],
     );
 }
 
 #[test]
-#[ignore = "BUG: config::parse prefixes the field path that serde_yaml's message already starts with (`parallelism: parallelism: invalid type`)"]
 fn config_type_errors_name_the_field_once() {
     let f = cfg("wrong-type.yaml");
     let line = assert_one_line_error(&simulate_config(&f), &[]);
@@ -168,27 +211,37 @@ fn config_type_errors_name_the_field_once() {
 fn config_with_an_unknown_plugin_name() {
     let line = assert_one_line_error(&simulate_config(&cfg("unknown-plugin.yaml")), &[]);
     assert!(
-        line.starts_with(
-            "error: config: profiles[0].plugins.filter (NodeResourcesFitt): unknown plugin \"NodeResourcesFitt\" (core plugins: NodeUnschedulable, "
-        ),
+        line.starts_with(&format!(
+            "error: config {}: profiles[0].plugins.filter (NodeResourcesFitt): unknown plugin \"NodeResourcesFitt\" (core plugins: NodeUnschedulable, ",
+            cfg("unknown-plugin.yaml")
+        )),
         "{line}"
     );
-    assert!(line.ends_with("; wasm plugins need a wasmPlugins entry)"), "{line}");
+    assert!(
+        line.ends_with("; wasm plugins need a wasmPlugins entry)"),
+        "{line}"
+    );
 }
 
 #[test]
 fn config_with_a_weight_out_of_range() {
     let line = assert_one_line_error(&simulate_config(&cfg("bad-weight.yaml")), &[]);
-    assert_eq!(line, "error: config: profiles[0].plugins.score.enabled[0].weight: must be in 1..=100, got 101");
+    assert_eq!(
+        line,
+        format!("error: config {}: profiles[0].plugins.score.enabled[0].weight: must be in 1..=100, got 101", cfg("bad-weight.yaml"))
+    );
 }
 
 #[test]
-#[ignore = "BUG: errors found while building the configuration (main.rs `config: {e}`) do not name the configuration file"]
 fn config_build_errors_name_the_config_file() {
     for name in ["unknown-plugin.yaml", "bad-weight.yaml"] {
         let f = cfg(name);
         assert_one_line_error(&simulate_config(&f), &[&f]);
     }
+    // The args are in the configuration file too.
+    let dir = tempfile::tempdir().unwrap();
+    let c = plugin_config(dir.path(), &s(&chaos_wasm()), r#"{"bogus": 1}"#);
+    assert_one_line_error(&simulate_config(&c), &[&c, "bogus"]);
 }
 
 #[test]
@@ -196,7 +249,13 @@ fn config_file_that_does_not_exist() {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("scheduler.yaml");
     let line = assert_one_line_error(&simulate_config(&s(&missing)), &[]);
-    assert_eq!(line, format!("error: config {}: No such file or directory (os error 2)", missing.display()));
+    assert_eq!(
+        line,
+        format!(
+            "error: config {}: No such file or directory (os error 2)",
+            missing.display()
+        )
+    );
 }
 
 // ---------------------------------------------------------- wasm plugins
@@ -219,7 +278,18 @@ fn plugin_config(dir: &Path, path: &str, args: &str) -> String {
 
 /// The expected start of the error for plugin file `file`.
 fn plugin_error(file: &Path) -> String {
-    format!("error: config: profiles[0].plugins.multiPoint.enabled[0].name: wasmPlugins[0].path: {}: ", file.display())
+    let config = file
+        .parent()
+        .unwrap()
+        .ancestors()
+        .find(|d| d.join("scheduler.yaml").exists())
+        .unwrap()
+        .join("scheduler.yaml");
+    format!(
+        "error: config {}: wasmPlugins[0].path: {}: ",
+        config.display(),
+        file.display()
+    )
 }
 
 #[test]
@@ -228,11 +298,16 @@ fn plugin_file_that_does_not_exist() {
     let c = plugin_config(dir.path(), "plugins/mine.wasm", "{}");
     let line = assert_one_line_error(&simulate_config(&c), &[]);
     // Resolved against the configuration file's directory.
-    assert_eq!(line, format!("{}No such file or directory (os error 2)", plugin_error(&dir.path().join("plugins/mine.wasm"))));
+    assert_eq!(
+        line,
+        format!(
+            "{}No such file or directory (os error 2)",
+            plugin_error(&dir.path().join("plugins/mine.wasm"))
+        )
+    );
 }
 
 #[test]
-#[ignore = "BUG: a wasmPlugins entry whose file does not exist is silently accepted when no profile enables it"]
 fn unused_plugin_file_that_does_not_exist() {
     let dir = tempfile::tempdir().unwrap();
     let c = dir.path().join("scheduler.yaml");
@@ -242,7 +317,14 @@ fn unused_plugin_file_that_does_not_exist() {
          disabled: [{name: GpuTopology}, {name: NetworkLocality}]\n",
     )
     .unwrap();
-    assert_one_line_error(&simulate_config(&s(&c)), &["wasmPlugins[0].path", "mine.wasm", "No such file or directory"]);
+    assert_one_line_error(
+        &simulate_config(&s(&c)),
+        &[
+            "wasmPlugins[0].path",
+            "mine.wasm",
+            "No such file or directory",
+        ],
+    );
 }
 
 #[test]
@@ -252,7 +334,13 @@ fn plugin_file_that_is_not_wasm() {
     std::fs::write(&wasm, "#!/bin/sh\necho this is not a component\n").unwrap();
     let c = plugin_config(dir.path(), "mine.wasm", "{}");
     let line = assert_one_line_error(&simulate_config(&c), &[]);
-    assert_eq!(line, format!("{}not a WebAssembly file (no \\0asm header)", plugin_error(&wasm)));
+    assert_eq!(
+        line,
+        format!(
+            "{}not a WebAssembly file (no \\0asm header)",
+            plugin_error(&wasm)
+        )
+    );
 }
 
 #[test]
@@ -263,8 +351,14 @@ fn plugin_file_that_is_truncated() {
     std::fs::write(&wasm, &bytes[..bytes.len() / 3]).unwrap();
     let c = plugin_config(dir.path(), "mine.wasm", "{}");
     let line = assert_one_line_error(&simulate_config(&c), &[]);
-    assert!(line.starts_with(&format!("{}compilation failed: ", plugin_error(&wasm))), "{line}");
-    assert!(line.contains("out of bounds") || line.contains("unexpected end"), "{line}");
+    assert!(
+        line.starts_with(&format!("{}compilation failed: ", plugin_error(&wasm))),
+        "{line}"
+    );
+    assert!(
+        line.contains("out of bounds") || line.contains("unexpected end"),
+        "{line}"
+    );
 }
 
 #[test]
@@ -289,9 +383,9 @@ fn plugin_that_rejects_its_args() {
     let c = plugin_config(dir.path(), &s(&chaos_wasm()), r#"{"bogus": 1}"#);
     let line = assert_one_line_error(&simulate_config(&c), &[]);
     assert!(
-        line.starts_with(
-            "error: config: profiles[0].plugins (Mine): plugin Mine failed to start: rejected its args: chaos args: unknown field `bogus`"
-        ),
+        line.starts_with(&format!(
+            "error: config {c}: profiles[0].plugins (Mine): plugin Mine failed to start: rejected its args: chaos args: unknown field `bogus`"
+        )),
         "{line}"
     );
 }
@@ -303,10 +397,22 @@ fn plugin_check_of_bad_files() {
     std::fs::write(&core, b"\0asm\x01\0\0\0").unwrap();
     let o = wasmsched(&["plugin", "check", &s(&core)]);
     let line = assert_one_line_error(&o, &[]);
-    assert!(line.starts_with(&format!("error: {}: is a core WebAssembly module, not a component", core.display())), "{line}");
+    assert!(
+        line.starts_with(&format!(
+            "error: {}: is a core WebAssembly module, not a component",
+            core.display()
+        )),
+        "{line}"
+    );
 
     let missing: PathBuf = dir.path().join("missing.wasm");
     let o = wasmsched(&["plugin", "check", &s(&missing)]);
     let line = assert_one_line_error(&o, &[]);
-    assert_eq!(line, format!("error: {}: No such file or directory (os error 2)", missing.display()));
+    assert_eq!(
+        line,
+        format!(
+            "error: {}: No such file or directory (os error 2)",
+            missing.display()
+        )
+    );
 }

@@ -27,7 +27,11 @@ fn small_cluster() -> String {
 }
 
 fn ok(o: &Output) {
-    assert!(o.success, "exit {:?}\nstdout:\n{}\nstderr:\n{}", o.code, o.stdout, o.stderr);
+    assert!(
+        o.success,
+        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
+        o.code, o.stdout, o.stderr
+    );
     assert!(o.stderr.is_empty(), "stderr:\n{}", o.stderr);
 }
 
@@ -44,7 +48,10 @@ fn simulate_gpu_example_as_json() {
         for k in ["namespace", "pod", "node", "profile"] {
             assert!(e[k].is_string(), "scheduled[].{k} in {e}");
         }
-        assert!(e["score"].is_i64() || e["score"].is_null(), "scheduled[].score in {e}");
+        assert!(
+            e["score"].is_i64() || e["score"].is_null(),
+            "scheduled[].score in {e}"
+        );
         assert_eq!(e["profile"], "gpu-scheduler");
     }
     for e in unschedulable {
@@ -56,27 +63,60 @@ fn simulate_gpu_example_as_json() {
         .iter()
         .map(|e| {
             (
-                format!("{}/{}", e["namespace"].as_str().unwrap(), e["pod"].as_str().unwrap()),
+                format!(
+                    "{}/{}",
+                    e["namespace"].as_str().unwrap(),
+                    e["pod"].as_str().unwrap()
+                ),
                 (e["node"].as_str().unwrap().to_string(), e["score"].clone()),
             )
         })
         .collect();
     let failed: BTreeMap<String, String> = unschedulable
         .iter()
-        .map(|e| (format!("{}/{}", e["namespace"].as_str().unwrap(), e["pod"].as_str().unwrap()), e["message"].as_str().unwrap().to_string()))
+        .map(|e| {
+            (
+                format!(
+                    "{}/{}",
+                    e["namespace"].as_str().unwrap(),
+                    e["pod"].as_str().unwrap()
+                ),
+                e["message"].as_str().unwrap().to_string(),
+            )
+        })
         .collect();
     assert_eq!(
         placed.keys().collect::<Vec<_>>(),
-        ["etl/data-prep", "ml/gpu-pod", "ml/llm-finetune", "ml/resnet-train", "ml/t4-inference-a", "ml/t4-inference-b"]
+        [
+            "etl/data-prep",
+            "ml/gpu-pod",
+            "ml/llm-finetune",
+            "ml/resnet-train",
+            "ml/t4-inference-a",
+            "ml/t4-inference-b"
+        ]
     );
-    assert_eq!(failed.keys().collect::<Vec<_>>(), ["ml/h100-job", "ml/huge-job"]);
+    assert_eq!(
+        failed.keys().collect::<Vec<_>>(),
+        ["ml/h100-job", "ml/huge-job"]
+    );
     // gpu-a100-1 has exactly 2 free GPUs (6 of 8 used); gpu-a100-2 has 8:
     // GpuTopology packs.
     assert_eq!(placed["ml/gpu-pod"].0, "gpu-a100-1");
-    assert!(placed["ml/gpu-pod"].1.is_i64(), "scored among several feasible nodes");
+    assert!(
+        placed["ml/gpu-pod"].1.is_i64(),
+        "scored among several feasible nodes"
+    );
     // Only one node tolerates/fits: scoring is skipped, score is null.
-    assert_eq!(placed["ml/llm-finetune"], ("gpu-a100-80g".to_string(), Value::Null));
-    assert!(failed["ml/h100-job"].contains("GPU model mismatch"), "{}", failed["ml/h100-job"]);
+    assert_eq!(
+        placed["ml/llm-finetune"],
+        ("gpu-a100-80g".to_string(), Value::Null)
+    );
+    assert!(
+        failed["ml/h100-job"].contains("GPU model mismatch"),
+        "{}",
+        failed["ml/h100-job"]
+    );
     assert_eq!(v["ignored"], 1);
     assert!(v.get("explain").is_none());
     assert!(v.get("plugin_health").is_none());
@@ -105,8 +145,22 @@ fn explain_rows(out: &str, nodes: &[&str]) -> Vec<(String, String)> {
 fn explain_gpu_pod_lists_every_node_winner_first() {
     let o = wasmsched(&["simulate", &s(&gpu_example()), "--explain", "ml/gpu-pod"]);
     ok(&o);
-    assert!(o.stdout.contains("Explain ml/gpu-pod (profile gpu-scheduler): placed on gpu-a100-1\n"), "{}", o.stdout);
-    let nodes = ["gpu-a100-1", "gpu-a100-2", "gpu-a100-80g", "gpu-v100-1", "gpu-t4-1", "gpu-t4-2", "cpu-1", "cpu-2"];
+    assert!(
+        o.stdout
+            .contains("Explain ml/gpu-pod (profile gpu-scheduler): placed on gpu-a100-1\n"),
+        "{}",
+        o.stdout
+    );
+    let nodes = [
+        "gpu-a100-1",
+        "gpu-a100-2",
+        "gpu-a100-80g",
+        "gpu-v100-1",
+        "gpu-t4-1",
+        "gpu-t4-2",
+        "cpu-1",
+        "cpu-2",
+    ];
     let rows = explain_rows(&o.stdout, &nodes);
     let listed: Vec<&str> = rows.iter().map(|(n, _)| n.as_str()).collect();
     let mut sorted = listed.clone();
@@ -123,18 +177,40 @@ fn explain_gpu_pod_lists_every_node_winner_first() {
         assert!(row(n).contains("GpuTopology "), "{}", row(n));
     }
     for n in ["gpu-v100-1", "gpu-t4-1", "gpu-t4-2"] {
-        assert!(row(n).contains("GpuTopology: GPU model mismatch"), "{n}:\n{}", row(n));
+        assert!(
+            row(n).contains("GpuTopology: GPU model mismatch"),
+            "{n}:\n{}",
+            row(n)
+        );
     }
-    assert!(row("gpu-t4-2").contains("NodeUnschedulable: node(s) were unschedulable"), "{}", row("gpu-t4-2"));
-    assert!(row("gpu-a100-80g").contains("TaintToleration: node(s) had untolerated taint {dedicated: training}"));
+    assert!(
+        row("gpu-t4-2").contains("NodeUnschedulable: node(s) were unschedulable"),
+        "{}",
+        row("gpu-t4-2")
+    );
+    assert!(row("gpu-a100-80g")
+        .contains("TaintToleration: node(s) had untolerated taint {dedicated: training}"));
     for n in ["cpu-1", "cpu-2"] {
-        assert!(row(n).contains("NodeResourcesFit: Insufficient nvidia.com/gpu"), "{}", row(n));
+        assert!(
+            row(n).contains("NodeResourcesFit: Insufficient nvidia.com/gpu"),
+            "{}",
+            row(n)
+        );
     }
 }
 
 #[test]
 fn explain_as_json_carries_every_verdict() {
-    let o = wasmsched(&["simulate", &small_cluster(), "--config", &native_config(), "--explain", "apps/huge", "--output", "json"]);
+    let o = wasmsched(&[
+        "simulate",
+        &small_cluster(),
+        "--config",
+        &native_config(),
+        "--explain",
+        "apps/huge",
+        "--output",
+        "json",
+    ]);
     ok(&o);
     let v: Value = serde_json::from_str(&o.stdout).unwrap();
     let e = &v["explain"];
@@ -146,9 +222,17 @@ fn explain_as_json_carries_every_verdict() {
     assert_eq!(nodes.len(), 3);
     let tainted = nodes.iter().find(|n| n["node"] == "tainted").unwrap();
     // Every plugin's verdict, not only the first rejection.
-    let verdicts: BTreeMap<&str, &Value> = tainted["filters"].as_array().unwrap().iter().map(|f| (f[0].as_str().unwrap(), &f[1])).collect();
+    let verdicts: BTreeMap<&str, &Value> = tainted["filters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| (f[0].as_str().unwrap(), &f[1]))
+        .collect();
     assert_eq!(verdicts["TaintToleration"]["verdict"], "reject");
-    assert_eq!(verdicts["TaintToleration"]["reason"], "node(s) had untolerated taint {dedicated: infra}");
+    assert_eq!(
+        verdicts["TaintToleration"]["reason"],
+        "node(s) had untolerated taint {dedicated: infra}"
+    );
     assert_eq!(verdicts["NodeResourcesFit"]["reason"], "Insufficient cpu");
     assert_eq!(verdicts["NodeUnschedulable"]["verdict"], "pass");
     assert!(nodes.iter().all(|n| n["total"].is_null()));
@@ -158,7 +242,14 @@ fn explain_as_json_carries_every_verdict() {
 
 #[test]
 fn pods_of_other_schedulers_are_left_alone_without_all_pods() {
-    let o = wasmsched(&["simulate", &s(&gpu_example()), "--config", &native_config(), "--output", "json"]);
+    let o = wasmsched(&[
+        "simulate",
+        &s(&gpu_example()),
+        "--config",
+        &native_config(),
+        "--output",
+        "json",
+    ]);
     ok(&o);
     let v: Value = serde_json::from_str(&o.stdout).unwrap();
     assert_eq!(v["ignored"], 1);
@@ -170,13 +261,37 @@ fn pods_of_other_schedulers_are_left_alone_without_all_pods() {
 
 #[test]
 fn all_pods_schedules_web_frontend_too() {
-    let o = wasmsched(&["simulate", &s(&gpu_example()), "--config", &native_config(), "--all-pods", "--output", "json"]);
+    let o = wasmsched(&[
+        "simulate",
+        &s(&gpu_example()),
+        "--config",
+        &native_config(),
+        "--all-pods",
+        "--output",
+        "json",
+    ]);
     ok(&o);
     let v: Value = serde_json::from_str(&o.stdout).unwrap();
     assert_eq!(v["ignored"], 0);
-    let web = v["scheduled"].as_array().unwrap().iter().find(|e| e["namespace"] == "web" && e["pod"] == "web-frontend").unwrap_or_else(|| panic!("web/web-frontend not scheduled:\n{}", o.stdout));
+    let web = v["scheduled"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["namespace"] == "web" && e["pod"] == "web-frontend")
+        .unwrap_or_else(|| panic!("web/web-frontend not scheduled:\n{}", o.stdout));
     assert_eq!(web["profile"], "gpu-scheduler");
-    assert!(["gpu-a100-1", "gpu-a100-2", "gpu-v100-1", "gpu-t4-1", "cpu-1", "cpu-2"].contains(&web["node"].as_str().unwrap()), "{web}");
+    assert!(
+        [
+            "gpu-a100-1",
+            "gpu-a100-2",
+            "gpu-v100-1",
+            "gpu-t4-1",
+            "cpu-1",
+            "cpu-2"
+        ]
+        .contains(&web["node"].as_str().unwrap()),
+        "{web}"
+    );
 }
 
 // --------------------------------------------------------- table, seeds
@@ -187,7 +302,13 @@ fn table_output_of_a_small_cluster() {
     ok(&o);
     let lines: Vec<&str> = o.stdout.lines().collect();
     assert_eq!(lines[0], "Scheduled 1 pod(s):");
-    let row: Vec<&str> = lines.iter().find(|l| l.contains("apps/medium")).unwrap().trim_matches('│').split_whitespace().collect();
+    let row: Vec<&str> = lines
+        .iter()
+        .find(|l| l.contains("apps/medium"))
+        .unwrap()
+        .trim_matches('│')
+        .split_whitespace()
+        .collect();
     assert_eq!(row, ["apps/medium", "big", "-"]);
     assert!(o.stdout.contains(
         "\nUnschedulable 1 pod(s):\n  apps/huge: 0/3 nodes are available: 1 node(s) had untolerated taint {dedicated: infra}, 2 Insufficient cpu.\n"
@@ -199,10 +320,25 @@ fn table_output_of_a_small_cluster() {
 fn same_seed_same_output() {
     let dir = tempfile::tempdir().unwrap();
     let mut objs: Vec<Value> = (0..6).map(|i| NodeB::new(&format!("n{i}")).0).collect();
-    objs.extend((0..4).map(|i| PodB::new(&format!("p{i}")).scheduler("gpu-scheduler").cpu("1").created_at(i).0));
+    objs.extend((0..4).map(|i| {
+        PodB::new(&format!("p{i}"))
+            .scheduler("gpu-scheduler")
+            .cpu("1")
+            .created_at(i)
+            .0
+    }));
     write_manifest(&dir.path().join("c.yaml"), &objs);
     let run = |seed: &str| {
-        let o = wasmsched(&["simulate", &s(dir.path()), "--config", &native_config(), "--output", "json", "--seed", seed]);
+        let o = wasmsched(&[
+            "simulate",
+            &s(dir.path()),
+            "--config",
+            &native_config(),
+            "--output",
+            "json",
+            "--seed",
+            seed,
+        ]);
         ok(&o);
         o.stdout
     };
@@ -210,7 +346,10 @@ fn same_seed_same_output() {
     assert_eq!(a, run("42"));
     let v: Value = serde_json::from_str(&a).unwrap();
     assert_eq!(v["scheduled"].as_array().unwrap().len(), 4);
-    assert!((0..30).map(|s| s.to_string()).any(|s| run(&s) != a), "no seed in 0..30 changes the placements");
+    assert!(
+        (0..30).map(|s| s.to_string()).any(|s| run(&s) != a),
+        "no seed in 0..30 changes the placements"
+    );
 }
 
 // ---------------------------------------------------------- plugin check
@@ -220,9 +359,17 @@ fn plugin_check_of_chaos() {
     let chaos = s(&chaos_wasm());
     let o = wasmsched(&["plugin", "check", &chaos]);
     ok(&o);
-    let fields: BTreeMap<&str, &str> = o.stdout.lines().filter_map(|l| l.split_once(':')).map(|(k, v)| (k, v.trim())).collect();
+    let fields: BTreeMap<&str, &str> = o
+        .stdout
+        .lines()
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k, v.trim()))
+        .collect();
     assert_eq!(fields["file"], chaos);
-    assert_eq!(fields["exports"], "lifecycle, filter, score, normalize-score");
+    assert_eq!(
+        fields["exports"],
+        "lifecycle, filter, score, normalize-score"
+    );
     assert_eq!(fields["contract"], "wasmsched:plugin@0.1.0");
     let size = std::fs::metadata(chaos_wasm()).unwrap().len();
     assert_eq!(fields["size"], format!("{size} bytes"));
@@ -237,7 +384,13 @@ fn plugin_check_with_args_the_plugin_rejects() {
     assert!(!o.success);
     let lines: Vec<&str> = o.stderr.lines().filter(|l| !l.trim().is_empty()).collect();
     assert_eq!(lines.len(), 1, "{}", o.stderr);
-    assert!(lines[0].starts_with(&format!("error: {chaos}: init failed: rejected its args: chaos args: unknown field `bogus`")), "{}", lines[0]);
+    assert!(
+        lines[0].starts_with(&format!(
+            "error: {chaos}: init failed: rejected its args: chaos args: unknown field `bogus`"
+        )),
+        "{}",
+        lines[0]
+    );
 }
 
 // -------------------------------------------------------------- profiles
@@ -259,8 +412,16 @@ fn profiles_lists_the_built_in_gpu_scheduler() {
          PodTopologySpread (weight 2), InterPodAffinity (weight 2), NodeResourcesBalancedAllocation (weight 1), \
          GpuTopology (weight 3), NetworkLocality (weight 2)"
     );
-    assert!(lines[3].starts_with("wasm plugin GpuTopology: "), "{}", o.stdout);
-    assert!(lines[4].starts_with("wasm plugin NetworkLocality: "), "{}", o.stdout);
+    assert!(
+        lines[3].starts_with("wasm plugin GpuTopology: "),
+        "{}",
+        o.stdout
+    );
+    assert!(
+        lines[4].starts_with("wasm plugin NetworkLocality: "),
+        "{}",
+        o.stdout
+    );
     assert_eq!(lines.len(), 5, "{}", o.stdout);
 }
 
@@ -281,7 +442,10 @@ fn profiles_of_a_configuration_file() {
 fn version_and_usage() {
     let o = wasmsched(&["--version"]);
     ok(&o);
-    assert_eq!(o.stdout, format!("wasmsched {}\n", env!("CARGO_PKG_VERSION")));
+    assert_eq!(
+        o.stdout,
+        format!("wasmsched {}\n", env!("CARGO_PKG_VERSION"))
+    );
     let o = wasmsched(&["simulate"]);
     assert_eq!(o.code, Some(2), "missing paths is a usage error");
     assert!(o.stderr.contains("<PATHS>..."), "{}", o.stderr);

@@ -89,11 +89,17 @@ profiles:
 }
 
 fn placed(r: &simulate::Report, pod: &str) -> Option<String> {
-    r.scheduled.iter().find(|s| s.pod == pod).map(|s| s.node.clone())
+    r.scheduled
+        .iter()
+        .find(|s| s.pod == pod)
+        .map(|s| s.node.clone())
 }
 
 fn message(r: &simulate::Report, pod: &str) -> Option<String> {
-    r.unschedulable.iter().find(|s| s.pod == pod).map(|s| s.message.clone())
+    r.unschedulable
+        .iter()
+        .find(|s| s.pod == pod)
+        .map(|s| s.message.clone())
 }
 
 #[test]
@@ -108,15 +114,26 @@ fn well_behaved_plugin_filters_and_scores() {
 
 #[test]
 fn endless_loop_in_filter_times_out_and_fails_only_that_pod() {
-    let r = run(r#"{"misbehave": "loop", "at": "filter", "only_pod": "p2"}"#, "Fail").unwrap();
+    let r = run(
+        r#"{"misbehave": "loop", "at": "filter", "only_pod": "p2"}"#,
+        "Fail",
+    )
+    .unwrap();
     let msg = message(&r.report, "p2").expect("p2 is unschedulable");
     assert!(msg.starts_with("0/3 nodes are available: "), "{msg}");
     assert!(msg.contains("plugin Chaos failed: timeout"), "{msg}");
     for p in ["p1", "p3", "p4"] {
-        assert_eq!(placed(&r.report, p).as_deref(), Some("node-b"), "{p} still schedules");
+        assert_eq!(
+            placed(&r.report, p).as_deref(),
+            Some("node-b"),
+            "{p} still schedules"
+        );
     }
     let health = &r.report.plugin_health[0];
-    assert!(health.failures.get("timeout").copied().unwrap_or(0) >= 1, "{health:?}");
+    assert!(
+        health.failures.get("timeout").copied().unwrap_or(0) >= 1,
+        "{health:?}"
+    );
     // Each of the pod's attempts is bounded by the 100 ms deadline (and the
     // failed plugin is not called again within a cycle).
     assert!(r.elapsed < Duration::from_secs(20), "took {:?}", r.elapsed);
@@ -124,7 +141,12 @@ fn endless_loop_in_filter_times_out_and_fails_only_that_pod() {
 
 #[test]
 fn endless_loop_with_ignore_policy_skips_the_plugin_for_that_pod() {
-    let r = run(r#"{"misbehave": "loop", "at": "filter", "only_pod": "p2"}"#, "Ignore").unwrap().report;
+    let r = run(
+        r#"{"misbehave": "loop", "at": "filter", "only_pod": "p2"}"#,
+        "Ignore",
+    )
+    .unwrap()
+    .report;
     // Without the plugin's filter, p2 may land anywhere NodeResourcesFit allows.
     assert!(placed(&r, "p2").is_some(), "{r:?}");
     assert_eq!(placed(&r, "p3").as_deref(), Some("node-b"));
@@ -133,9 +155,17 @@ fn endless_loop_with_ignore_policy_skips_the_plugin_for_that_pod() {
 
 #[test]
 fn unbounded_memory_growth_is_capped() {
-    let r = run(r#"{"misbehave": "grow", "at": "score", "only_pod": "p3"}"#, "Fail").unwrap().report;
+    let r = run(
+        r#"{"misbehave": "grow", "at": "score", "only_pod": "p3"}"#,
+        "Fail",
+    )
+    .unwrap()
+    .report;
     let msg = message(&r, "p3").expect("p3 fails");
-    assert!(msg.contains("plugin Chaos failed: memory limit exceeded"), "{msg}");
+    assert!(
+        msg.contains("plugin Chaos failed: memory limit exceeded"),
+        "{msg}"
+    );
     for p in ["p1", "p2", "p4"] {
         assert_eq!(placed(&r, p).as_deref(), Some("node-b"));
     }
@@ -144,33 +174,62 @@ fn unbounded_memory_growth_is_capped() {
 
 #[test]
 fn trap_in_cycle_start_rejects_nodes_with_the_cause() {
-    let r = run(r#"{"misbehave": "trap", "at": "cycle", "only_pod": "p1"}"#, "Fail").unwrap().report;
+    let r = run(
+        r#"{"misbehave": "trap", "at": "cycle", "only_pod": "p1"}"#,
+        "Fail",
+    )
+    .unwrap()
+    .report;
     let msg = message(&r, "p1").expect("p1 fails");
     assert!(msg.contains("plugin Chaos failed: trap"), "{msg}");
     for p in ["p2", "p3", "p4"] {
-        assert_eq!(placed(&r, p).as_deref(), Some("node-b"), "the replaced instance keeps working");
+        assert_eq!(
+            placed(&r, p).as_deref(),
+            Some("node-b"),
+            "the replaced instance keeps working"
+        );
     }
 }
 
 #[test]
 fn out_of_range_score_is_a_plugin_failure() {
-    let r = run(r#"{"misbehave": "bad-score", "at": "score", "only_pod": "p4"}"#, "Fail").unwrap().report;
+    let r = run(
+        r#"{"misbehave": "bad-score", "at": "score", "only_pod": "p4"}"#,
+        "Fail",
+    )
+    .unwrap()
+    .report;
     let msg = message(&r, "p4").expect("p4 fails");
     assert!(msg.contains("score 1000 is outside 0..=100"), "{msg}");
     assert_eq!(placed(&r, "p1").as_deref(), Some("node-b"));
-    let r = run(r#"{"misbehave": "bad-score", "at": "score", "only_pod": "p4"}"#, "Ignore").unwrap().report;
-    assert!(placed(&r, "p4").is_some(), "Ignore: scored without the plugin");
+    let r = run(
+        r#"{"misbehave": "bad-score", "at": "score", "only_pod": "p4"}"#,
+        "Ignore",
+    )
+    .unwrap()
+    .report;
+    assert!(
+        placed(&r, "p4").is_some(),
+        "Ignore: scored without the plugin"
+    );
 }
 
 #[test]
 fn plugin_that_hangs_in_init_fails_at_start() {
     let e = run(r#"{"misbehave": "loop", "at": "init"}"#, "Fail").expect_err("start fails");
-    assert!(e.to_string().contains("plugin Chaos failed to start: timeout"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("plugin Chaos failed to start: timeout"),
+        "{e}"
+    );
 }
 
 #[test]
 fn plugin_that_rejects_its_args_fails_at_start() {
     let e = run(r#"{"misbehave": "sideways"}"#, "Fail").expect_err("start fails");
     let s = e.to_string();
-    assert!(s.contains("rejected its args") && s.contains("sideways"), "{s}");
+    assert!(
+        s.contains("rejected its args") && s.contains("sideways"),
+        "{s}"
+    );
 }

@@ -46,7 +46,15 @@ fn queue_pops_by_priority_then_age_then_arrival() {
     }
     assert_eq!(
         names(got),
-        ["high-young", "mid-old", "mid-young", "low-old", "low-old-twin-b", "low-young", "negative"]
+        [
+            "high-young",
+            "mid-old",
+            "mid-young",
+            "low-old",
+            "low-old-twin-b",
+            "low-young",
+            "negative"
+        ]
     );
 }
 
@@ -135,15 +143,27 @@ fn higher_priority_wins_the_last_slot_even_when_younger() {
     let s = build(&native_config(), 0);
     let nodes = vec![NodeB::new("only").alloc(&[("cpu", "2")]).build()];
     let pods = vec![
-        PodB::new("old-low").cpu("2").priority(0).created_at(1).build(),
-        PodB::new("young-high").cpu("2").priority(1000).created_at(59).build(),
+        PodB::new("old-low")
+            .cpu("2")
+            .priority(0)
+            .created_at(1)
+            .build(),
+        PodB::new("young-high")
+            .cpu("2")
+            .priority(1000)
+            .created_at(59)
+            .build(),
     ];
     let r = simulate(&s, nodes, pods);
     assert_eq!(scheduled_order(&r), ["default/young-high"]);
     assert_eq!(r.scheduled[0].node, "only");
     assert_eq!(
         failures(&r),
-        [("default/old-low".to_string(), "0/1 nodes are available: 1 Insufficient cpu.".to_string())].into()
+        [(
+            "default/old-low".to_string(),
+            "0/1 nodes are available: 1 Insufficient cpu.".to_string()
+        )]
+        .into()
     );
 }
 
@@ -152,8 +172,16 @@ fn equal_priority_the_older_wins_whatever_the_manifest_order() {
     let s = build(&native_config(), 0);
     let nodes = vec![NodeB::new("only").alloc(&[("cpu", "2")]).build()];
     let pods = vec![
-        PodB::new("young").cpu("2").priority(5).created("2026-03-01T00:00:00Z").build(),
-        PodB::new("old").cpu("2").priority(5).created("2026-02-01T00:00:00Z").build(),
+        PodB::new("young")
+            .cpu("2")
+            .priority(5)
+            .created("2026-03-01T00:00:00Z")
+            .build(),
+        PodB::new("old")
+            .cpu("2")
+            .priority(5)
+            .created("2026-02-01T00:00:00Z")
+            .build(),
     ];
     let r = simulate(&s, nodes, pods);
     assert_eq!(scheduled_order(&r), ["default/old"]);
@@ -179,14 +207,27 @@ fn unschedulable_pods_are_reported_by_priority_then_age() {
 #[test]
 fn each_placement_is_seen_by_the_next_pod() {
     let s = build(&native_config(), 0);
-    let nodes = vec![NodeB::new("n1").alloc(&[("cpu", "4"), ("memory", "8Gi")]).build()];
-    let pods = (1..=3).map(|i| PodB::new(&format!("p{i}")).cpu("2").created_at(i).build()).collect();
+    let nodes = vec![NodeB::new("n1")
+        .alloc(&[("cpu", "4"), ("memory", "8Gi")])
+        .build()];
+    let pods = (1..=3)
+        .map(|i| PodB::new(&format!("p{i}")).cpu("2").created_at(i).build())
+        .collect();
     let r = simulate(&s, nodes, pods);
     assert_eq!(scheduled_order(&r), ["default/p1", "default/p2"]);
-    assert!(r.scheduled.iter().all(|s| s.node == "n1" && s.score.is_none()), "{:?}", r.scheduled);
+    assert!(
+        r.scheduled
+            .iter()
+            .all(|s| s.node == "n1" && s.score.is_none()),
+        "{:?}",
+        r.scheduled
+    );
     assert_eq!(r.unschedulable.len(), 1);
     assert_eq!(r.unschedulable[0].pod, "p3");
-    assert_eq!(r.unschedulable[0].message, "0/1 nodes are available: 1 Insufficient cpu.");
+    assert_eq!(
+        r.unschedulable[0].message,
+        "0/1 nodes are available: 1 Insufficient cpu."
+    );
     assert_eq!(r.unschedulable[0].profile, SCHED);
 }
 
@@ -204,7 +245,10 @@ fn bound_pods_use_capacity_and_finished_pods_do_not() {
     ];
     let r = simulate(&s, nodes, pods);
     assert_eq!(scheduled_order(&r), ["default/fits"]);
-    assert_eq!(failures(&r)["default/too-much"], "0/1 nodes are available: 1 Insufficient cpu.");
+    assert_eq!(
+        failures(&r)["default/too-much"],
+        "0/1 nodes are available: 1 Insufficient cpu."
+    );
 }
 
 // ------------------------------------------------------------- FitError
@@ -213,15 +257,32 @@ fn bound_pods_use_capacity_and_finished_pods_do_not() {
 fn fit_error_of_a_mixed_cluster_is_sorted_as_strings() {
     let s = build(&native_config(), 0);
     let mut nodes = vec![
-        NodeB::new("tainted").label("disk", "ssd").taint("dedicated", "batch", "NoSchedule").build(),
-        NodeB::new("cordoned-1").label("disk", "ssd").cordon().build(),
-        NodeB::new("cordoned-2").label("disk", "ssd").cordon().build(),
+        NodeB::new("tainted")
+            .label("disk", "ssd")
+            .taint("dedicated", "batch", "NoSchedule")
+            .build(),
+        NodeB::new("cordoned-1")
+            .label("disk", "ssd")
+            .cordon()
+            .build(),
+        NodeB::new("cordoned-2")
+            .label("disk", "ssd")
+            .cordon()
+            .build(),
         NodeB::new("hdd").label("disk", "hdd").build(),
     ];
     for i in 0..10 {
-        nodes.push(NodeB::new(&format!("small-{i}")).label("disk", "ssd").alloc(&[("memory", "1Gi")]).build());
+        nodes.push(
+            NodeB::new(&format!("small-{i}"))
+                .label("disk", "ssd")
+                .alloc(&[("memory", "1Gi")])
+                .build(),
+        );
     }
-    let pod = PodB::new("picky").req(&[("cpu", "1"), ("memory", "4Gi")]).node_selector(&[("disk", "ssd")]).build();
+    let pod = PodB::new("picky")
+        .req(&[("cpu", "1"), ("memory", "4Gi")])
+        .node_selector(&[("disk", "ssd")])
+        .build();
     let r = simulate(&s, nodes, vec![pod]);
     assert!(r.scheduled.is_empty());
     // "1 node(s)..." < "10 Insufficient..." < "2 node(s)..." as strings.
@@ -239,10 +300,16 @@ fn fit_error_of_a_mixed_cluster_is_sorted_as_strings() {
 fn a_node_short_of_several_resources_counts_each() {
     let s = build(&native_config(), 0);
     let nodes = vec![
-        NodeB::new("tiny").alloc(&[("cpu", "1"), ("memory", "1Gi")]).build(),
-        NodeB::new("no-mem").alloc(&[("cpu", "8"), ("memory", "1Gi")]).build(),
+        NodeB::new("tiny")
+            .alloc(&[("cpu", "1"), ("memory", "1Gi")])
+            .build(),
+        NodeB::new("no-mem")
+            .alloc(&[("cpu", "8"), ("memory", "1Gi")])
+            .build(),
     ];
-    let pod = PodB::new("big").req(&[("cpu", "2"), ("memory", "2Gi")]).build();
+    let pod = PodB::new("big")
+        .req(&[("cpu", "2"), ("memory", "2Gi")])
+        .build();
     let r = simulate(&s, nodes, vec![pod]);
     assert_eq!(
         r.unschedulable[0].message,
@@ -254,17 +321,31 @@ fn a_node_short_of_several_resources_counts_each() {
 fn no_nodes_at_all() {
     let s = build(&native_config(), 0);
     let r = simulate(&s, vec![], vec![PodB::new("p").build()]);
-    assert_eq!(r.unschedulable[0].message, "0/0 nodes are available: no nodes available to schedule pods.");
+    assert_eq!(
+        r.unschedulable[0].message,
+        "0/0 nodes are available: no nodes available to schedule pods."
+    );
 }
 
 // ------------------------------------------------- retry after an event
 
 fn leader_and_follower() -> (Vec<wasmsched::model::Node>, Vec<Pod>) {
-    let nodes = vec![NodeB::new("n1").build(), NodeB::new("n2").build(), NodeB::new("n3").build()];
+    let nodes = vec![
+        NodeB::new("n1").build(),
+        NodeB::new("n2").build(),
+        NodeB::new("n3").build(),
+    ];
     let pods = vec![
         // Goes first (older) and needs the leader, which comes later.
-        PodB::new("follower").labels(&[("app", "follower")]).created_at(1).requires_affinity("app", "leader", "kubernetes.io/hostname").build(),
-        PodB::new("leader").labels(&[("app", "leader")]).created_at(2).build(),
+        PodB::new("follower")
+            .labels(&[("app", "follower")])
+            .created_at(1)
+            .requires_affinity("app", "leader", "kubernetes.io/hostname")
+            .build(),
+        PodB::new("leader")
+            .labels(&[("app", "leader")])
+            .created_at(2)
+            .build(),
     ];
     (nodes, pods)
 }
@@ -279,7 +360,10 @@ fn required_affinity_to_a_later_pod_is_met_on_retry() {
         snap.set_node(n);
     }
     match s.profiles[0].schedule(&pods[0], &snap) {
-        Outcome::Unschedulable(f) => assert_eq!(f.message(), "0/3 nodes are available: 3 node(s) didn't match pod affinity rules."),
+        Outcome::Unschedulable(f) => assert_eq!(
+            f.message(),
+            "0/3 nodes are available: 3 node(s) didn't match pod affinity rules."
+        ),
         o => panic!("{o:?}"),
     }
 
@@ -298,16 +382,21 @@ fn affinity_to_a_pod_that_never_comes_stays_unschedulable() {
     let s = build(&native_config(), 0);
     let nodes = vec![NodeB::new("n1").build(), NodeB::new("n2").build()];
     let pods = vec![
-        PodB::new("lonely").created_at(1).requires_affinity("app", "nobody", "kubernetes.io/hostname").build(),
+        PodB::new("lonely")
+            .created_at(1)
+            .requires_affinity("app", "nobody", "kubernetes.io/hostname")
+            .build(),
         PodB::new("other").created_at(2).build(),
     ];
     let r = simulate(&s, nodes, pods);
     assert_eq!(scheduled_order(&r), ["default/other"]);
-    assert_eq!(failures(&r)["default/lonely"], "0/2 nodes are available: 2 node(s) didn't match pod affinity rules.");
+    assert_eq!(
+        failures(&r)["default/lonely"],
+        "0/2 nodes are available: 2 node(s) didn't match pod affinity rules."
+    );
 }
 
 #[test]
-#[ignore = "BUG: --explain reports the first failed attempt (node: null) of a pod that a retry then placed"]
 fn explain_of_a_retried_pod_names_where_it_went() {
     let (nodes, pods) = leader_and_follower();
     let s = build(&native_config(), 0);
@@ -318,19 +407,27 @@ fn explain_of_a_retried_pod_names_where_it_went() {
     let r = simulate::run(&s, manifests(nodes, pods), &opts).unwrap();
     let placed = placements(&r)["default/follower"].clone();
     let e = r.explain.expect("explained");
-    assert_eq!(e.node.as_deref(), Some(placed.as_str()), "report says follower is on {placed}");
+    assert_eq!(
+        e.node.as_deref(),
+        Some(placed.as_str()),
+        "report says follower is on {placed}"
+    );
 }
-
 
 // ------------------------------------------------------------ tie-break
 
 fn tie_run(seed: u64) -> Vec<(String, String)> {
     let s = build(&native_config(), seed);
     let nodes = identical_nodes(8, "4", "8Gi");
-    let pods = (0..5).map(|i| PodB::new(&format!("p{i}")).cpu("1").created_at(i).build()).collect();
+    let pods = (0..5)
+        .map(|i| PodB::new(&format!("p{i}")).cpu("1").created_at(i).build())
+        .collect();
     let r = simulate(&s, nodes, pods);
     assert_eq!(r.scheduled.len(), 5);
-    r.scheduled.iter().map(|s| (s.pod.clone(), s.node.clone())).collect()
+    r.scheduled
+        .iter()
+        .map(|s| (s.pod.clone(), s.node.clone()))
+        .collect()
 }
 
 #[test]
@@ -344,7 +441,10 @@ fn same_seed_same_placements() {
 fn another_seed_breaks_ties_differently() {
     let base = tie_run(0);
     let differing: Vec<u64> = (1..=10).filter(|&s| tie_run(s) != base).collect();
-    assert!(!differing.is_empty(), "seeds 1..=10 all placed like seed 0: {base:?}");
+    assert!(
+        !differing.is_empty(),
+        "seeds 1..=10 all placed like seed 0: {base:?}"
+    );
     // Ties only: the spread is the same whatever the seed (5 pods on 5
     // distinct empty nodes, LeastAllocated pushing each away from the last).
     for seed in [0, differing[0]] {
@@ -377,25 +477,52 @@ fn with_pct(top: Option<u32>, profile: Option<u32>) -> ConfigFile {
 
 #[test]
 fn percentage_of_nodes_to_score_50_of_200_evaluates_100() {
-    assert_eq!(evaluated(&with_pct(Some(50), None), identical_nodes(200, "4", "8Gi")), (100, 100));
+    assert_eq!(
+        evaluated(&with_pct(Some(50), None), identical_nodes(200, "4", "8Gi")),
+        (100, 100)
+    );
 }
 
 #[test]
 fn adaptive_percentage_of_200_nodes_is_100() {
     // 50 - 200/125 = 49% of 200 = 98, raised to the minimum of 100.
-    assert_eq!(evaluated(&with_pct(None, None), identical_nodes(200, "4", "8Gi")), (100, 100));
-    assert_eq!(evaluated(&with_pct(Some(0), None), identical_nodes(200, "4", "8Gi")), (100, 100));
+    assert_eq!(
+        evaluated(&with_pct(None, None), identical_nodes(200, "4", "8Gi")),
+        (100, 100)
+    );
+    assert_eq!(
+        evaluated(&with_pct(Some(0), None), identical_nodes(200, "4", "8Gi")),
+        (100, 100)
+    );
 }
 
 #[test]
 fn adaptive_percentage_of_300_nodes_is_144_and_profiles_override_the_file() {
     // 50 - 300/125 = 48% of 300 = 144.
-    assert_eq!(evaluated(&with_pct(None, None), identical_nodes(300, "4", "8Gi")), (144, 144));
-    assert_eq!(evaluated(&with_pct(Some(50), None), identical_nodes(300, "4", "8Gi")), (150, 150));
-    assert_eq!(evaluated(&with_pct(Some(50), Some(70)), identical_nodes(300, "4", "8Gi")), (210, 210));
-    assert_eq!(evaluated(&with_pct(Some(100), None), identical_nodes(300, "4", "8Gi")), (300, 300));
+    assert_eq!(
+        evaluated(&with_pct(None, None), identical_nodes(300, "4", "8Gi")),
+        (144, 144)
+    );
+    assert_eq!(
+        evaluated(&with_pct(Some(50), None), identical_nodes(300, "4", "8Gi")),
+        (150, 150)
+    );
+    assert_eq!(
+        evaluated(
+            &with_pct(Some(50), Some(70)),
+            identical_nodes(300, "4", "8Gi")
+        ),
+        (210, 210)
+    );
+    assert_eq!(
+        evaluated(&with_pct(Some(100), None), identical_nodes(300, "4", "8Gi")),
+        (300, 300)
+    );
     // Below 100 nodes every node is evaluated.
-    assert_eq!(evaluated(&with_pct(Some(10), None), identical_nodes(99, "4", "8Gi")), (99, 99));
+    assert_eq!(
+        evaluated(&with_pct(Some(10), None), identical_nodes(99, "4", "8Gi")),
+        (99, 99)
+    );
 }
 
 #[test]
@@ -411,10 +538,20 @@ fn infeasible_nodes_do_not_count_towards_the_nodes_to_find() {
 
 #[test]
 fn percentage_over_100_is_rejected() {
-    let e = config::build(&with_pct(Some(101), None), Path::new("."), 0).err().expect("rejected");
-    assert_eq!(e.to_string(), "percentageOfNodesToScore: must be in 0..=100, got 101");
-    let e = config::build(&with_pct(None, Some(150)), Path::new("."), 0).err().expect("rejected");
-    assert_eq!(e.to_string(), "profiles[0].percentageOfNodesToScore: must be in 0..=100, got 150");
+    let e = config::build(&with_pct(Some(101), None), Path::new("."), 0)
+        .err()
+        .expect("rejected");
+    assert_eq!(
+        e.to_string(),
+        "percentageOfNodesToScore: must be in 0..=100, got 101"
+    );
+    let e = config::build(&with_pct(None, Some(150)), Path::new("."), 0)
+        .err()
+        .expect("rejected");
+    assert_eq!(
+        e.to_string(),
+        "profiles[0].percentageOfNodesToScore: must be in 0..=100, got 150"
+    );
 }
 
 // ------------------------------------------------------ unsupported pods
@@ -423,10 +560,19 @@ fn percentage_over_100_is_rejected() {
 fn a_pod_with_a_persistent_volume_claim_is_unschedulable() {
     let s = build(&native_config(), 0);
     let pvc = PodB::new("with-pvc")
-        .spec("volumes", json!([{"name": "data", "persistentVolumeClaim": {"claimName": "my-claim"}}]))
+        .spec(
+            "volumes",
+            json!([{"name": "data", "persistentVolumeClaim": {"claimName": "my-claim"}}]),
+        )
         .build();
-    let scratch = PodB::new("with-emptydir").spec("volumes", json!([{"name": "tmp", "emptyDir": {}}])).build();
-    let r = simulate(&s, vec![NodeB::new("n1").build(), NodeB::new("n2").build()], vec![pvc, scratch]);
+    let scratch = PodB::new("with-emptydir")
+        .spec("volumes", json!([{"name": "tmp", "emptyDir": {}}]))
+        .build();
+    let r = simulate(
+        &s,
+        vec![NodeB::new("n1").build(), NodeB::new("n2").build()],
+        vec![pvc, scratch],
+    );
     assert_eq!(scheduled_order(&r), ["default/with-emptydir"]);
     assert_eq!(
         failures(&r)["default/with-pvc"],
@@ -457,20 +603,48 @@ profiles:
 fn two_profiles_route_pods_by_scheduler_name() {
     let file = config::parse(TWO_PROFILES).unwrap();
     let s = build(&file, 0);
-    let names: Vec<&str> = s.profiles.iter().map(|f| f.profile.scheduler_name.as_str()).collect();
+    let names: Vec<&str> = s
+        .profiles
+        .iter()
+        .map(|f| f.profile.scheduler_name.as_str())
+        .collect();
     assert_eq!(names, ["strict", "fit-only"]);
-    let filters: Vec<&str> = s.profile("fit-only").unwrap().profile.filters.iter().map(|f| f.name()).collect();
+    let filters: Vec<&str> = s
+        .profile("fit-only")
+        .unwrap()
+        .profile
+        .filters
+        .iter()
+        .map(|f| f.name())
+        .collect();
     assert_eq!(filters, ["NodeResourcesFit"]);
 
     let nodes = vec![
-        NodeB::new("tainted").taint("dedicated", "x", "NoSchedule").build(),
+        NodeB::new("tainted")
+            .taint("dedicated", "x", "NoSchedule")
+            .build(),
         NodeB::new("cordoned").cordon().build(),
     ];
     let pods = vec![
-        PodB::new("strict-pod").scheduler("strict").cpu("1").created_at(1).build(),
-        PodB::new("loose-pod").scheduler("fit-only").cpu("1").created_at(2).build(),
-        PodB::new("loose-big").scheduler("fit-only").cpu("8").created_at(3).build(),
-        PodB::new("nobodys").scheduler("default-scheduler").created_at(4).build(),
+        PodB::new("strict-pod")
+            .scheduler("strict")
+            .cpu("1")
+            .created_at(1)
+            .build(),
+        PodB::new("loose-pod")
+            .scheduler("fit-only")
+            .cpu("1")
+            .created_at(2)
+            .build(),
+        PodB::new("loose-big")
+            .scheduler("fit-only")
+            .cpu("8")
+            .created_at(3)
+            .build(),
+        PodB::new("nobodys")
+            .scheduler("default-scheduler")
+            .created_at(4)
+            .build(),
     ];
     let r = simulate(&s, nodes, pods);
     assert_eq!(r.ignored, 1);
@@ -478,49 +652,84 @@ fn two_profiles_route_pods_by_scheduler_name() {
     assert_eq!(r.scheduled[0].pod, "loose-pod");
     assert_eq!(r.scheduled[0].profile, "fit-only");
     assert!(["tainted", "cordoned"].contains(&r.scheduled[0].node.as_str()));
-    let by_pod: std::collections::BTreeMap<&str, (&str, &str)> =
-        r.unschedulable.iter().map(|u| (u.pod.as_str(), (u.profile.as_str(), u.message.as_str()))).collect();
+    let by_pod: std::collections::BTreeMap<&str, (&str, &str)> = r
+        .unschedulable
+        .iter()
+        .map(|u| (u.pod.as_str(), (u.profile.as_str(), u.message.as_str())))
+        .collect();
     assert_eq!(
         by_pod["strict-pod"],
         ("strict", "0/2 nodes are available: 1 node(s) had untolerated taint {dedicated: x}, 1 node(s) were unschedulable.")
     );
-    assert_eq!(by_pod["loose-big"], ("fit-only", "0/2 nodes are available: 2 Insufficient cpu."));
+    assert_eq!(
+        by_pod["loose-big"],
+        ("fit-only", "0/2 nodes are available: 2 Insufficient cpu.")
+    );
 }
 
 #[test]
 fn all_pods_uses_the_first_profile_for_everyone() {
     let file = config::parse(TWO_PROFILES).unwrap();
     let s = build(&file, 0);
-    let nodes = vec![NodeB::new("tainted").taint("dedicated", "x", "NoSchedule").build()];
+    let nodes = vec![NodeB::new("tainted")
+        .taint("dedicated", "x", "NoSchedule")
+        .build()];
     let pods = vec![
         PodB::new("a").scheduler("fit-only").created_at(1).build(),
-        PodB::new("b").scheduler("default-scheduler").created_at(2).build(),
+        PodB::new("b")
+            .scheduler("default-scheduler")
+            .created_at(2)
+            .build(),
     ];
-    let opts = simulate::Options { all_pods: true, explain: None };
+    let opts = simulate::Options {
+        all_pods: true,
+        explain: None,
+    };
     let r = simulate::run(&s, manifests(nodes, pods), &opts).unwrap();
     assert_eq!(r.ignored, 0);
     assert!(r.scheduled.is_empty());
     assert_eq!(r.unschedulable.len(), 2);
-    assert!(r.unschedulable.iter().all(|u| u.profile == "strict"), "{:?}", r.unschedulable);
+    assert!(
+        r.unschedulable.iter().all(|u| u.profile == "strict"),
+        "{:?}",
+        r.unschedulable
+    );
 }
 
 #[test]
 fn explain_errors_name_the_pod() {
     let s = build(&native_config(), 0);
     let run = |key: &str| {
-        let pods = vec![PodB::new("bound").bound_to("n1").build(), PodB::new("other").scheduler("elsewhere").build()];
-        let opts = simulate::Options { all_pods: false, explain: Some(key.into()) };
-        simulate::run(&s, manifests(vec![NodeB::new("n1").build()], pods), &opts).err().expect("an error").to_string()
+        let pods = vec![
+            PodB::new("bound").bound_to("n1").build(),
+            PodB::new("other").scheduler("elsewhere").build(),
+        ];
+        let opts = simulate::Options {
+            all_pods: false,
+            explain: Some(key.into()),
+        };
+        simulate::run(&s, manifests(vec![NodeB::new("n1").build()], pods), &opts)
+            .err()
+            .expect("an error")
+            .to_string()
     };
-    assert_eq!(run("default/ghost"), "--explain default/ghost: no such pod in the manifests");
-    assert_eq!(run("default/bound"), "--explain default/bound: the pod is not pending (it is bound to n1)");
-    assert_eq!(run("default/other"), "--explain default/other: no profile serves schedulerName \"elsewhere\" (use --all-pods)");
+    assert_eq!(
+        run("default/ghost"),
+        "--explain default/ghost: no such pod in the manifests"
+    );
+    assert_eq!(
+        run("default/bound"),
+        "--explain default/bound: the pod is not pending (it is bound to n1)"
+    );
+    assert_eq!(
+        run("default/other"),
+        "--explain default/other: no profile serves schedulerName \"elsewhere\" (use --all-pods)"
+    );
 }
 
 // --------------------------------------------------------- bad identity
 
 #[test]
-#[ignore = "BUG: two pods with the same metadata.uid are accepted and the snapshot keeps only one (capacity silently freed)"]
 fn pods_sharing_a_uid_are_rejected_or_both_counted() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("cluster.yaml");
@@ -554,7 +763,12 @@ fn pods_sharing_a_uid_are_rejected_or_both_counted() {
 fn gpu_example_places_pods_by_gpu_model_and_free_gpus() {
     let m = manifest::load(&[gpu_example()]).unwrap();
     let nodes = m.nodes.clone();
-    let bound: Vec<Pod> = m.pods.iter().filter(|p| p.node_name.is_some()).cloned().collect();
+    let bound: Vec<Pod> = m
+        .pods
+        .iter()
+        .filter(|p| p.node_name.is_some())
+        .cloned()
+        .collect();
     let s = config::build(&ConfigFile::default(), Path::new("."), 0).unwrap();
     assert_eq!(s.profiles[0].profile.scheduler_name, "gpu-scheduler");
     let r = simulate::run(&s, m, &Default::default()).unwrap();
@@ -564,12 +778,29 @@ fn gpu_example_places_pods_by_gpu_model_and_free_gpus() {
     let node = nodes.iter().find(|n| n.name == p["ml/gpu-pod"]).unwrap();
     assert_eq!(node.labels["gpu.nvidia.com/model"], "A100");
     assert!(node.taints.is_empty());
-    let used: i64 = bound.iter().filter(|b| b.node_name.as_deref() == Some(&node.name)).map(|b| b.requests.get("nvidia.com/gpu")).sum();
-    assert!(node.allocatable.get("nvidia.com/gpu") - used >= 2, "{} has {} GPUs, {used} used", node.name, node.allocatable.get("nvidia.com/gpu"));
+    let used: i64 = bound
+        .iter()
+        .filter(|b| b.node_name.as_deref() == Some(&node.name))
+        .map(|b| b.requests.get("nvidia.com/gpu"))
+        .sum();
+    assert!(
+        node.allocatable.get("nvidia.com/gpu") - used >= 2,
+        "{} has {} GPUs, {used} used",
+        node.name,
+        node.allocatable.get("nvidia.com/gpu")
+    );
 
     let f = failures(&r);
-    assert!(f["ml/h100-job"].contains("GPU model mismatch"), "{}", f["ml/h100-job"]);
-    assert!(f["ml/h100-job"].starts_with("0/8 nodes are available: "), "{}", f["ml/h100-job"]);
+    assert!(
+        f["ml/h100-job"].contains("GPU model mismatch"),
+        "{}",
+        f["ml/h100-job"]
+    );
+    assert!(
+        f["ml/h100-job"].starts_with("0/8 nodes are available: "),
+        "{}",
+        f["ml/h100-job"]
+    );
     assert_eq!(
         f["ml/huge-job"],
         "0/8 nodes are available: 1 node(s) had untolerated taint {dedicated: training}, \

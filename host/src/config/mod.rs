@@ -20,7 +20,10 @@ pub use file::ConfigFile;
 pub const DEFAULT_SCHEDULER_NAME: &str = "gpu-scheduler";
 
 /// Built-in wasm plugins: (plugin name, crate name, default score weight).
-pub const BUILTIN_WASM: &[(&str, &str, i64)] = &[("GpuTopology", "gpu-topology", 3), ("NetworkLocality", "network-locality", 2)];
+pub const BUILTIN_WASM: &[(&str, &str, i64)] = &[
+    ("GpuTopology", "gpu-topology", 3),
+    ("NetworkLocality", "network-locality", 2),
+];
 
 /// A configuration that cannot be used, naming the field.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
@@ -43,14 +46,27 @@ pub fn parse(text: &str) -> Result<ConfigFile, ConfigError> {
     serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner().to_string();
-        // serde_yaml appends " at line L column C"; keep it, it helps.
-        err(if path == "." { "config".to_string() } else { path }, inner)
+        // serde_yaml's message may already start with the path; say it once.
+        // It ends with " at line L column C", which helps: keep that.
+        let inner = inner
+            .strip_prefix(&format!("{path}: "))
+            .map(str::to_string)
+            .unwrap_or(inner);
+        err(
+            if path == "." {
+                "config".to_string()
+            } else {
+                path
+            },
+            inner,
+        )
     })
 }
 
 /// Reads and parses a configuration file.
 pub fn load(path: &Path) -> Result<ConfigFile, ConfigError> {
-    let text = std::fs::read_to_string(path).map_err(|e| err(path.display().to_string(), e.to_string()))?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| err(path.display().to_string(), e.to_string()))?;
     parse(&text).map_err(|e| err(format!("{}: {}", path.display(), e.field), e.cause))
 }
 
@@ -81,7 +97,9 @@ pub struct Scheduler {
 impl Scheduler {
     /// The profile serving `scheduler_name`.
     pub fn profile(&self, scheduler_name: &str) -> Option<&Framework> {
-        self.profiles.iter().find(|f| f.profile.scheduler_name == scheduler_name)
+        self.profiles
+            .iter()
+            .find(|f| f.profile.scheduler_name == scheduler_name)
     }
 }
 
@@ -89,7 +107,8 @@ fn duration(field: &str, s: &Option<String>, default: Duration) -> Result<Durati
     match s {
         None => Ok(default),
         Some(s) => {
-            let d = humantime::parse_duration(s).map_err(|e| err(field, format!("invalid duration {s:?}: {e}")))?;
+            let d = humantime::parse_duration(s)
+                .map_err(|e| err(field, format!("invalid duration {s:?}: {e}")))?;
             if d.is_zero() {
                 return Err(err(field, "must be positive"));
             }
@@ -119,18 +138,31 @@ fn wasm_specs(file: &ConfigFile, base: &Path) -> Result<HashMap<String, WasmSpec
             return Err(err(format!("{field}.name"), "must not be empty"));
         }
         if plugins::NAMES.contains(&w.name.as_str()) {
-            return Err(err(format!("{field}.name"), format!("{:?} is a native core plugin", w.name)));
+            return Err(err(
+                format!("{field}.name"),
+                format!("{:?} is a native core plugin", w.name),
+            ));
         }
         let source = match (&w.path, specs.get(&w.name)) {
-            (Some(p), _) => Source::File(if p.is_absolute() { p.clone() } else { base.join(p) }),
+            (Some(p), _) => Source::File(if p.is_absolute() {
+                p.clone()
+            } else {
+                base.join(p)
+            }),
             (None, Some(existing)) => existing.source.clone(),
-            (None, None) => return Err(err(format!("{field}.path"), format!("required: {:?} is not a built-in plugin", w.name))),
+            (None, None) => {
+                return Err(err(
+                    format!("{field}.path"),
+                    format!("required: {:?} is not a built-in plugin", w.name),
+                ))
+            }
         };
         let defaults = Limits::default();
         let memory = match &w.memory_limit {
             None => defaults.memory,
             Some(q) => {
-                let v = crate::model::quantity::value(q).map_err(|e| err(format!("{field}.memoryLimit"), e.to_string()))?;
+                let v = crate::model::quantity::value(q)
+                    .map_err(|e| err(format!("{field}.memoryLimit"), e.to_string()))?;
                 if v < (1 << 20) {
                     return Err(err(format!("{field}.memoryLimit"), "must be at least 1Mi"));
                 }
@@ -138,8 +170,16 @@ fn wasm_specs(file: &ConfigFile, base: &Path) -> Result<HashMap<String, WasmSpec
             }
         };
         let limits = Limits {
-            call_timeout: duration(&format!("{field}.timeout"), &w.timeout, defaults.call_timeout)?,
-            init_timeout: duration(&format!("{field}.initTimeout"), &w.init_timeout, defaults.init_timeout)?,
+            call_timeout: duration(
+                &format!("{field}.timeout"),
+                &w.timeout,
+                defaults.call_timeout,
+            )?,
+            init_timeout: duration(
+                &format!("{field}.initTimeout"),
+                &w.init_timeout,
+                defaults.init_timeout,
+            )?,
             memory,
         };
         specs.insert(
@@ -178,12 +218,20 @@ fn default_points(specs: &HashMap<String, WasmSpec>) -> (Vec<String>, Vec<(Strin
     (filters, scores)
 }
 
-fn apply_set(list: &mut Vec<(String, i64)>, set: &file::PluginSet, field: &str, default_weight: impl Fn(&str) -> i64) -> Result<(), ConfigError> {
+fn apply_set(
+    list: &mut Vec<(String, i64)>,
+    set: &file::PluginSet,
+    field: &str,
+    default_weight: impl Fn(&str) -> i64,
+) -> Result<(), ConfigError> {
     for (i, d) in set.disabled.iter().enumerate() {
         if d.name == "*" {
             list.clear();
         } else if !list.iter().any(|(n, _)| *n == d.name) {
-            return Err(err(format!("{field}.disabled[{i}].name"), format!("plugin {:?} is not enabled here", d.name)));
+            return Err(err(
+                format!("{field}.disabled[{i}].name"),
+                format!("plugin {:?} is not enabled here", d.name),
+            ));
         } else {
             list.retain(|(n, _)| *n != d.name);
         }
@@ -191,7 +239,10 @@ fn apply_set(list: &mut Vec<(String, i64)>, set: &file::PluginSet, field: &str, 
     for (i, e) in set.enabled.iter().enumerate() {
         if let Some(w) = e.weight {
             if !(1..=100).contains(&w) {
-                return Err(err(format!("{field}.enabled[{i}].weight"), format!("must be in 1..=100, got {w}")));
+                return Err(err(
+                    format!("{field}.enabled[{i}].weight"),
+                    format!("must be in 1..=100, got {w}"),
+                ));
             }
         }
         let weight = e.weight.unwrap_or_else(|| default_weight(&e.name));
@@ -208,12 +259,18 @@ fn apply_set(list: &mut Vec<(String, i64)>, set: &file::PluginSet, field: &str, 
 pub fn build(file: &ConfigFile, base: &Path, seed: u64) -> Result<Scheduler, ConfigError> {
     if let Some(v) = &file.api_version {
         if !["wasmsched.io/v1alpha1", "kubescheduler.config.k8s.io/v1"].contains(&v.as_str()) {
-            return Err(err("apiVersion", format!("unsupported {v:?} (use wasmsched.io/v1alpha1)")));
+            return Err(err(
+                "apiVersion",
+                format!("unsupported {v:?} (use wasmsched.io/v1alpha1)"),
+            ));
         }
     }
     if let Some(k) = &file.kind {
         if !["WasmSchedulerConfiguration", "KubeSchedulerConfiguration"].contains(&k.as_str()) {
-            return Err(err("kind", format!("unsupported {k:?} (use WasmSchedulerConfiguration)")));
+            return Err(err(
+                "kind",
+                format!("unsupported {k:?} (use WasmSchedulerConfiguration)"),
+            ));
         }
     }
     let parallelism = match file.parallelism {
@@ -222,18 +279,31 @@ pub fn build(file: &ConfigFile, base: &Path, seed: u64) -> Result<Scheduler, Con
         None => std::thread::available_parallelism().map_or(2, |n| n.get()),
     };
     if let Some(p) = file.percentage_of_nodes_to_score.filter(|p| *p > 100) {
-        return Err(err("percentageOfNodesToScore", format!("must be in 0..=100, got {p}")));
+        return Err(err(
+            "percentageOfNodesToScore",
+            format!("must be in 0..=100, got {p}"),
+        ));
     }
     let specs = wasm_specs(file, base)?;
     let default_profile = [file::ProfileFile {
         scheduler_name: DEFAULT_SCHEDULER_NAME.into(),
         ..Default::default()
     }];
-    let profiles: &[file::ProfileFile] = if file.profiles.is_empty() { &default_profile } else { &file.profiles };
+    let profiles: &[file::ProfileFile] = if file.profiles.is_empty() {
+        &default_profile
+    } else {
+        &file.profiles
+    };
 
     let mut modules: HashMap<String, Arc<PluginModule>> = HashMap::new();
     let mut module_list = Vec::new();
     let mut seen_names = std::collections::HashSet::new();
+    // Every declared component is checked at start, used or not.
+    for w in &file.wasm_plugins {
+        if w.path.is_some() {
+            compile(&w.name, &specs[&w.name], &mut modules, &mut module_list)?;
+        }
+    }
     let mut frameworks = Vec::new();
     for (pi, pf) in profiles.iter().enumerate() {
         let pfield = format!("profiles[{pi}]");
@@ -241,16 +311,27 @@ pub fn build(file: &ConfigFile, base: &Path, seed: u64) -> Result<Scheduler, Con
             return Err(err(format!("{pfield}.schedulerName"), "must not be empty"));
         }
         if !seen_names.insert(pf.scheduler_name.clone()) {
-            return Err(err(format!("{pfield}.schedulerName"), format!("duplicate {:?}", pf.scheduler_name)));
+            return Err(err(
+                format!("{pfield}.schedulerName"),
+                format!("duplicate {:?}", pf.scheduler_name),
+            ));
         }
         if let Some(p) = pf.percentage_of_nodes_to_score.filter(|p| *p > 100) {
-            return Err(err(format!("{pfield}.percentageOfNodesToScore"), format!("must be in 0..=100, got {p}")));
+            return Err(err(
+                format!("{pfield}.percentageOfNodesToScore"),
+                format!("must be in 0..=100, got {p}"),
+            ));
         }
         let (default_filters, mut scores) = default_points(&specs);
         let mut filters: Vec<(String, i64)> = default_filters.into_iter().map(|n| (n, 0)).collect();
         let weight_of = |name: &str| {
             plugins::default_weight(name)
-                .or_else(|| BUILTIN_WASM.iter().find(|(n, _, _)| *n == name).map(|(_, _, w)| *w))
+                .or_else(|| {
+                    BUILTIN_WASM
+                        .iter()
+                        .find(|(n, _, _)| *n == name)
+                        .map(|(_, _, w)| *w)
+                })
                 .unwrap_or(1)
         };
         if let Some(mp) = &pf.plugins.multi_point {
@@ -265,16 +346,29 @@ pub fn build(file: &ConfigFile, base: &Path, seed: u64) -> Result<Scheduler, Con
                 filters.retain(|(n, _)| *n != d.name);
                 scores.retain(|(n, _)| *n != d.name);
                 if before == filters.len() + scores.len() {
-                    return Err(err(format!("{f}.disabled[{i}].name"), format!("plugin {:?} is not enabled here", d.name)));
+                    return Err(err(
+                        format!("{f}.disabled[{i}].name"),
+                        format!("plugin {:?} is not enabled here", d.name),
+                    ));
                 }
             }
             for (i, e) in mp.enabled.iter().enumerate() {
-                let (has_filter, has_score) = capabilities(&e.name, &specs, &mut modules, &mut module_list).map_err(|c| err(format!("{f}.enabled[{i}].name"), c))?;
+                let (has_filter, has_score) =
+                    capabilities(&e.name, &specs, &mut modules, &mut module_list)
+                        .map_err(|c| err(format!("{f}.enabled[{i}].name"), c))?;
                 if has_filter && !filters.iter().any(|(n, _)| *n == e.name) {
                     filters.push((e.name.clone(), 0));
                 }
                 if has_score {
-                    apply_set(&mut scores, &file::PluginSet { enabled: vec![e.clone()], disabled: vec![] }, &f, weight_of)?;
+                    apply_set(
+                        &mut scores,
+                        &file::PluginSet {
+                            enabled: vec![e.clone()],
+                            disabled: vec![],
+                        },
+                        &f,
+                        weight_of,
+                    )?;
                 }
             }
         }
@@ -282,22 +376,41 @@ pub fn build(file: &ConfigFile, base: &Path, seed: u64) -> Result<Scheduler, Con
             apply_set(&mut filters, s, &format!("{pfield}.plugins.filter"), |_| 0)?;
         }
         if let Some(s) = &pf.plugins.score {
-            apply_set(&mut scores, s, &format!("{pfield}.plugins.score"), weight_of)?;
+            apply_set(
+                &mut scores,
+                s,
+                &format!("{pfield}.plugins.score"),
+                weight_of,
+            )?;
         }
 
-        let args_of = |name: &str| pf.plugin_config.iter().find(|c| c.name == name).map(|c| &c.args);
+        let args_of = |name: &str| {
+            pf.plugin_config
+                .iter()
+                .find(|c| c.name == name)
+                .map(|c| &c.args)
+        };
         for (i, c) in pf.plugin_config.iter().enumerate() {
             if !plugins::NAMES.contains(&c.name.as_str()) && !specs.contains_key(&c.name) {
-                return Err(err(format!("{pfield}.pluginConfig[{i}].name"), format!("unknown plugin {:?}", c.name)));
+                return Err(err(
+                    format!("{pfield}.pluginConfig[{i}].name"),
+                    format!("unknown plugin {:?}", c.name),
+                ));
             }
         }
         // One plugin object per profile and name, shared by its points.
         let mut core: HashMap<String, plugins::CorePlugin> = HashMap::new();
         let mut wasm: HashMap<String, Arc<WasmPlugin>> = HashMap::new();
-        let mut get = |name: &str, field: &str| -> Result<(Option<plugins::CorePlugin>, Option<Arc<WasmPlugin>>), ConfigError> {
+        let mut get = |name: &str,
+                       field: &str|
+         -> Result<
+            (Option<plugins::CorePlugin>, Option<Arc<WasmPlugin>>),
+            ConfigError,
+        > {
             if plugins::NAMES.contains(&name) {
                 if !core.contains_key(name) {
-                    let p = plugins::build(name, args_of(name)).map_err(|c| err(format!("{pfield}.pluginConfig({name})"), c))?;
+                    let p = plugins::build(name, args_of(name))
+                        .map_err(|c| err(format!("{pfield}.pluginConfig({name})"), c))?;
                     core.insert(name.to_string(), p);
                 }
                 return Ok((core.get(name).cloned(), None));
@@ -307,13 +420,21 @@ pub fn build(file: &ConfigFile, base: &Path, seed: u64) -> Result<Scheduler, Con
             };
             if !wasm.contains_key(name) {
                 let module = compile(name, spec, &mut modules, &mut module_list)?;
-                let args = args_of(name).filter(|a| !a.is_null()).map(|a| a.to_string()).unwrap_or_else(|| "{}".into());
+                let args = args_of(name)
+                    .filter(|a| !a.is_null())
+                    .map(|a| a.to_string())
+                    .unwrap_or_else(|| "{}".into());
                 let settings = WasmSettings {
                     args,
                     limits: spec.limits,
                     failure_policy: spec.failure_policy,
                 };
-                let plugin = WasmPlugin::new(name, module, settings, parallelism).map_err(|f| err(format!("{pfield}.plugins ({name})"), format!("plugin {name} failed to start: {f}")))?;
+                let plugin = WasmPlugin::new(name, module, settings, parallelism).map_err(|f| {
+                    err(
+                        format!("{pfield}.plugins ({name})"),
+                        format!("plugin {name} failed to start: {f}"),
+                    )
+                })?;
                 wasm.insert(name.to_string(), Arc::new(plugin));
             }
             Ok((None, wasm.get(name).cloned()))
@@ -322,15 +443,27 @@ pub fn build(file: &ConfigFile, base: &Path, seed: u64) -> Result<Scheduler, Con
             scheduler_name: pf.scheduler_name.clone(),
             filters: Vec::new(),
             scores: Vec::new(),
-            percentage_of_nodes_to_score: pf.percentage_of_nodes_to_score.or(file.percentage_of_nodes_to_score),
+            percentage_of_nodes_to_score: pf
+                .percentage_of_nodes_to_score
+                .or(file.percentage_of_nodes_to_score),
         };
         for (name, _) in &filters {
             let field = format!("{pfield}.plugins.filter ({name})");
             match get(name, &field)? {
-                (Some(c), _) => profile.filters.push(FilterEntry::Native(c.filter.ok_or_else(|| err(&field, format!("{name} has no Filter extension point")))?)),
+                (Some(c), _) => profile
+                    .filters
+                    .push(FilterEntry::Native(c.filter.ok_or_else(|| {
+                        err(&field, format!("{name} has no Filter extension point"))
+                    })?)),
                 (_, Some(w)) => {
                     if !w.module.exports.filter {
-                        return Err(err(&field, format!("{name} does not export filter (exports: {})", w.module.exports)));
+                        return Err(err(
+                            &field,
+                            format!(
+                                "{name} does not export filter (exports: {})",
+                                w.module.exports
+                            ),
+                        ));
                     }
                     profile.filters.push(FilterEntry::Wasm(w))
                 }
@@ -339,17 +472,29 @@ pub fn build(file: &ConfigFile, base: &Path, seed: u64) -> Result<Scheduler, Con
         }
         for (name, weight) in &scores {
             let field = format!("{pfield}.plugins.score ({name})");
-            let plugin = match get(name, &field)? {
-                (Some(c), _) => ScoreEntry::Native(c.score.ok_or_else(|| err(&field, format!("{name} has no Score extension point")))?),
-                (_, Some(w)) => {
-                    if !w.module.exports.score {
-                        return Err(err(&field, format!("{name} does not export score (exports: {})", w.module.exports)));
+            let plugin =
+                match get(name, &field)? {
+                    (Some(c), _) => ScoreEntry::Native(c.score.ok_or_else(|| {
+                        err(&field, format!("{name} has no Score extension point"))
+                    })?),
+                    (_, Some(w)) => {
+                        if !w.module.exports.score {
+                            return Err(err(
+                                &field,
+                                format!(
+                                    "{name} does not export score (exports: {})",
+                                    w.module.exports
+                                ),
+                            ));
+                        }
+                        ScoreEntry::Wasm(w)
                     }
-                    ScoreEntry::Wasm(w)
-                }
-                _ => unreachable!("get returns one kind"),
-            };
-            profile.scores.push(WeightedScore { plugin, weight: *weight });
+                    _ => unreachable!("get returns one kind"),
+                };
+            profile.scores.push(WeightedScore {
+                plugin,
+                weight: *weight,
+            });
         }
         frameworks.push(Framework::new(profile, parallelism, seed));
     }
@@ -361,29 +506,50 @@ pub fn build(file: &ConfigFile, base: &Path, seed: u64) -> Result<Scheduler, Con
 }
 
 /// Which extension points a plugin name offers (Filter, Score).
-fn capabilities(name: &str, specs: &HashMap<String, WasmSpec>, modules: &mut HashMap<String, Arc<PluginModule>>, list: &mut Vec<(String, Arc<PluginModule>)>) -> Result<(bool, bool), String> {
+fn capabilities(
+    name: &str,
+    specs: &HashMap<String, WasmSpec>,
+    modules: &mut HashMap<String, Arc<PluginModule>>,
+    list: &mut Vec<(String, Arc<PluginModule>)>,
+) -> Result<(bool, bool), String> {
     if plugins::NAMES.contains(&name) {
         let p = plugins::build(name, None)?;
         return Ok((p.filter.is_some(), p.score.is_some()));
     }
-    let spec = specs.get(name).ok_or_else(|| format!("unknown plugin {name:?}"))?;
+    let spec = specs
+        .get(name)
+        .ok_or_else(|| format!("unknown plugin {name:?}"))?;
     let m = compile(name, spec, modules, list).map_err(|e| e.to_string())?;
     Ok((m.exports.filter, m.exports.score))
 }
 
 /// Compiles a plugin's component once (per name).
-fn compile(name: &str, spec: &WasmSpec, modules: &mut HashMap<String, Arc<PluginModule>>, list: &mut Vec<(String, Arc<PluginModule>)>) -> Result<Arc<PluginModule>, ConfigError> {
+fn compile(
+    name: &str,
+    spec: &WasmSpec,
+    modules: &mut HashMap<String, Arc<PluginModule>>,
+    list: &mut Vec<(String, Arc<PluginModule>)>,
+) -> Result<Arc<PluginModule>, ConfigError> {
     if let Some(m) = modules.get(name) {
         return Ok(m.clone());
     }
     let (label, bytes): (String, std::borrow::Cow<[u8]>) = match &spec.source {
-        Source::Builtin(krate, bytes) => (format!("built-in {krate}"), std::borrow::Cow::Borrowed(*bytes)),
+        Source::Builtin(krate, bytes) => (
+            format!("built-in {krate}"),
+            std::borrow::Cow::Borrowed(*bytes),
+        ),
         Source::File(p) => {
-            let bytes = std::fs::read(p).map_err(|e| err(format!("{}.path", spec.field), format!("{}: {e}", p.display())))?;
+            let bytes = std::fs::read(p).map_err(|e| {
+                err(
+                    format!("{}.path", spec.field),
+                    format!("{}: {e}", p.display()),
+                )
+            })?;
             (p.display().to_string(), std::borrow::Cow::Owned(bytes))
         }
     };
-    let module = PluginModule::compile(&bytes).map_err(|e| err(format!("{}.path", spec.field), format!("{label}: {e}")))?;
+    let module = PluginModule::compile(&bytes)
+        .map_err(|e| err(format!("{}.path", spec.field), format!("{label}: {e}")))?;
     modules.insert(name.to_string(), module.clone());
     list.push((name.to_string(), module.clone()));
     Ok(module)

@@ -113,11 +113,21 @@ impl Framework {
         // from where the previous cycle stopped (deterministic for a seed).
         let all: Vec<&NodeInfo> = snapshot.nodes().collect();
         let start = self.next_start.load(Ordering::Relaxed) % all.len();
-        let order: Vec<&NodeInfo> = all[start..].iter().chain(all[..start].iter()).copied().collect();
-        let to_find = num_feasible_nodes_to_find(num_nodes, self.profile.percentage_of_nodes_to_score);
+        let order: Vec<&NodeInfo> = all[start..]
+            .iter()
+            .chain(all[..start].iter())
+            .copied()
+            .collect();
+        let to_find =
+            num_feasible_nodes_to_find(num_nodes, self.profile.percentage_of_nodes_to_score);
         let workers = self.pool.current_num_threads();
         let chunk = (to_find / workers).clamp(16, 256);
-        let trouble: Vec<PluginTrouble> = self.profile.filters.iter().map(|_| PluginTrouble::default()).collect();
+        let trouble: Vec<PluginTrouble> = self
+            .profile
+            .filters
+            .iter()
+            .map(|_| PluginTrouble::default())
+            .collect();
         let mut feasible: Vec<&NodeInfo> = Vec::new();
         let mut processed = 0;
         for wave in order.chunks(chunk * workers) {
@@ -140,7 +150,8 @@ impl Framework {
                 break;
             }
         }
-        self.next_start.store((start + processed) % all.len(), Ordering::Relaxed);
+        self.next_start
+            .store((start + processed) % all.len(), Ordering::Relaxed);
 
         match feasible.len() {
             0 => Outcome::Unschedulable(fit),
@@ -169,7 +180,12 @@ impl Framework {
 
     /// PreFilter of native plugins and cycle-start of wasm plugins (on the
     /// calling thread's instance). A rejection is the pod's reason.
-    fn pre_filter(&self, ctx: &CycleContext, state: &mut CycleState, cycle: u64) -> Result<(), String> {
+    fn pre_filter(
+        &self,
+        ctx: &CycleContext,
+        state: &mut CycleState,
+        cycle: u64,
+    ) -> Result<(), String> {
         for entry in &self.profile.filters {
             match entry {
                 FilterEntry::Native(p) => {
@@ -180,7 +196,12 @@ impl Framework {
         }
         for s in &self.profile.scores {
             if let ScoreEntry::Wasm(w) = &s.plugin {
-                if !self.profile.filters.iter().any(|f| matches!(f, FilterEntry::Wasm(x) if std::ptr::eq(&**x, &**w))) {
+                if !self
+                    .profile
+                    .filters
+                    .iter()
+                    .any(|f| matches!(f, FilterEntry::Wasm(x) if std::ptr::eq(&**x, &**w)))
+                {
                     wasm_cycle_start(w, ctx, cycle)?;
                 }
             }
@@ -190,7 +211,14 @@ impl Framework {
 
     /// Runs the filter plugins in order over `nodes`; each node stops at
     /// its first rejection, as upstream.
-    fn filter_nodes(&self, ctx: &CycleContext, state: &CycleState, cycle: u64, nodes: &[&NodeInfo], trouble: &[PluginTrouble]) -> Vec<Option<NodeRejection>> {
+    fn filter_nodes(
+        &self,
+        ctx: &CycleContext,
+        state: &CycleState,
+        cycle: u64,
+        nodes: &[&NodeInfo],
+        trouble: &[PluginTrouble],
+    ) -> Vec<Option<NodeRejection>> {
         let mut verdicts: Vec<Option<NodeRejection>> = vec![None; nodes.len()];
         let mut alive: Vec<usize> = (0..nodes.len()).collect();
         for (entry, trouble) in self.profile.filters.iter().zip(trouble) {
@@ -276,9 +304,20 @@ impl Framework {
 
     /// PreScore, Score, NormalizeScore and weights over the feasible
     /// nodes; returns the weighted totals in the same order.
-    fn score_nodes(&self, ctx: &CycleContext, state: &mut CycleState, cycle: u64, feasible: &[&NodeInfo]) -> Result<Vec<i64>, String> {
+    fn score_nodes(
+        &self,
+        ctx: &CycleContext,
+        state: &mut CycleState,
+        cycle: u64,
+        feasible: &[&NodeInfo],
+    ) -> Result<Vec<i64>, String> {
         let mut totals = vec![0i64; feasible.len()];
-        for (s, scores) in self.profile.scores.iter().zip(self.plugin_scores(ctx, state, cycle, feasible)?) {
+        for (s, scores) in self
+            .profile
+            .scores
+            .iter()
+            .zip(self.plugin_scores(ctx, state, cycle, feasible)?)
+        {
             if let Some(scores) = scores {
                 for (t, v) in totals.iter_mut().zip(scores) {
                     *t += v * s.weight;
@@ -289,10 +328,17 @@ impl Framework {
     }
 
     /// Each score plugin's normalized scores (`None`: plugin skipped).
-    fn plugin_scores(&self, ctx: &CycleContext, state: &mut CycleState, cycle: u64, feasible: &[&NodeInfo]) -> Result<Vec<Option<Vec<i64>>>, String> {
+    fn plugin_scores(
+        &self,
+        ctx: &CycleContext,
+        state: &mut CycleState,
+        cycle: u64,
+        feasible: &[&NodeInfo],
+    ) -> Result<Vec<Option<Vec<i64>>>, String> {
         for s in &self.profile.scores {
             if let ScoreEntry::Native(p) = &s.plugin {
-                p.pre_score(ctx, state, feasible).map_err(|e| format!("plugin {} PreScore: {e}", p.name()))?;
+                p.pre_score(ctx, state, feasible)
+                    .map_err(|e| format!("plugin {} PreScore: {e}", p.name()))?;
             }
         }
         let state = &*state;
@@ -302,15 +348,22 @@ impl Framework {
         for s in &self.profile.scores {
             let scores = match &s.plugin {
                 ScoreEntry::Native(p) => {
-                    let mut scores: Vec<i64> = self.pool.install(|| {
-                        feasible
-                            .par_iter()
-                            .map(|n| p.score(ctx, state, n))
-                            .collect::<Result<_, _>>()
-                    }).map_err(|e| format!("plugin {} Score: {e}", p.name()))?;
-                    p.normalize(ctx, state, &mut scores).map_err(|e| format!("plugin {} NormalizeScore: {e}", p.name()))?;
+                    let mut scores: Vec<i64> = self
+                        .pool
+                        .install(|| {
+                            feasible
+                                .par_iter()
+                                .map(|n| p.score(ctx, state, n))
+                                .collect::<Result<_, _>>()
+                        })
+                        .map_err(|e| format!("plugin {} Score: {e}", p.name()))?;
+                    p.normalize(ctx, state, &mut scores)
+                        .map_err(|e| format!("plugin {} NormalizeScore: {e}", p.name()))?;
                     if let Some(bad) = scores.iter().find(|v| !(0..=MAX_NODE_SCORE).contains(*v)) {
-                        return Err(format!("plugin {} returned score {bad} outside 0..=100", p.name()));
+                        return Err(format!(
+                            "plugin {} returned score {bad} outside 0..=100",
+                            p.name()
+                        ));
                     }
                     Some(scores)
                 }
@@ -330,7 +383,14 @@ impl Framework {
         Ok(out)
     }
 
-    fn wasm_scores(&self, w: &WasmPlugin, ctx: &CycleContext, cycle: u64, feasible: &[&NodeInfo], chunk: usize) -> Result<Vec<i64>, String> {
+    fn wasm_scores(
+        &self,
+        w: &WasmPlugin,
+        ctx: &CycleContext,
+        cycle: u64,
+        feasible: &[&NodeInfo],
+        chunk: usize,
+    ) -> Result<Vec<i64>, String> {
         let fail = |f: crate::wasm::PluginFailure| format!("plugin {} failed: {f}", w.name);
         let idx: Vec<u32> = feasible.iter().map(|n| n.index).collect();
         let parts: Vec<Result<Vec<i64>, String>> = self.pool.install(|| {
@@ -421,7 +481,9 @@ impl Framework {
                     match w.filter(snapshot, cycle, pod, &idx) {
                         Ok(Ok(v)) => v
                             .into_iter()
-                            .map(|r| r.map_or(FilterVerdict::Pass, |r| FilterVerdict::Reject(r.reason)))
+                            .map(|r| {
+                                r.map_or(FilterVerdict::Pass, |r| FilterVerdict::Reject(r.reason))
+                            })
                             .collect(),
                         Ok(Err(reason)) => vec![FilterVerdict::Reject(reason); nodes.len()],
                         Err(f) => vec![FilterVerdict::Error(f.to_string()); nodes.len()],
@@ -433,7 +495,12 @@ impl Framework {
             }
         }
         let feasible_pos: Vec<usize> = (0..nodes.len())
-            .filter(|&i| out.nodes[i].filters.iter().all(|(_, v)| *v == FilterVerdict::Pass))
+            .filter(|&i| {
+                out.nodes[i]
+                    .filters
+                    .iter()
+                    .all(|(_, v)| *v == FilterVerdict::Pass)
+            })
             .collect();
         let feasible: Vec<&NodeInfo> = feasible_pos.iter().map(|&i| nodes[i]).collect();
         if feasible.is_empty() {
@@ -446,28 +513,38 @@ impl Framework {
             }
         }
         for s in &self.profile.scores {
-            let (raw, normalized): (Result<Vec<i64>, String>, Result<Vec<i64>, String>) = match &s.plugin {
-                ScoreEntry::Native(p) => {
-                    let raw: Result<Vec<i64>, String> = feasible.iter().map(|n| p.score(&ctx, &state, n).map_err(|e| e.to_string())).collect();
-                    let norm = raw.clone().and_then(|mut v| p.normalize(&ctx, &state, &mut v).map(|_| v).map_err(|e| e.to_string()));
-                    (raw, norm)
-                }
-                ScoreEntry::Wasm(w) => {
-                    let idx: Vec<u32> = feasible.iter().map(|n| n.index).collect();
-                    let raw = match w.score(snapshot, cycle, pod, &idx) {
-                        Ok(Ok(v)) => Ok(v),
-                        Ok(Err(r)) => Err(r),
-                        Err(f) => Err(f.to_string()),
-                    };
-                    let norm = raw.clone().and_then(|v| match w.normalize(snapshot, cycle, pod, &idx, &v) {
-                        Ok(Ok(Some(n))) => Ok(n),
-                        Ok(Ok(None)) => Ok(v),
-                        Ok(Err(r)) => Err(r),
-                        Err(f) => Err(f.to_string()),
-                    });
-                    (raw, norm)
-                }
-            };
+            let (raw, normalized): (Result<Vec<i64>, String>, Result<Vec<i64>, String>) =
+                match &s.plugin {
+                    ScoreEntry::Native(p) => {
+                        let raw: Result<Vec<i64>, String> = feasible
+                            .iter()
+                            .map(|n| p.score(&ctx, &state, n).map_err(|e| e.to_string()))
+                            .collect();
+                        let norm = raw.clone().and_then(|mut v| {
+                            p.normalize(&ctx, &state, &mut v)
+                                .map(|_| v)
+                                .map_err(|e| e.to_string())
+                        });
+                        (raw, norm)
+                    }
+                    ScoreEntry::Wasm(w) => {
+                        let idx: Vec<u32> = feasible.iter().map(|n| n.index).collect();
+                        let raw = match w.score(snapshot, cycle, pod, &idx) {
+                            Ok(Ok(v)) => Ok(v),
+                            Ok(Err(r)) => Err(r),
+                            Err(f) => Err(f.to_string()),
+                        };
+                        let norm = raw.clone().and_then(|v| {
+                            match w.normalize(snapshot, cycle, pod, &idx, &v) {
+                                Ok(Ok(Some(n))) => Ok(n),
+                                Ok(Ok(None)) => Ok(v),
+                                Ok(Err(r)) => Err(r),
+                                Err(f) => Err(f.to_string()),
+                            }
+                        });
+                        (raw, norm)
+                    }
+                };
             for (k, &pos) in feasible_pos.iter().enumerate() {
                 let entry = match (&raw, &normalized) {
                     (Ok(r), Ok(n)) => ScoreDetail {
@@ -489,7 +566,13 @@ impl Framework {
             }
         }
         for &pos in &feasible_pos {
-            out.nodes[pos].total = Some(out.nodes[pos].scores.iter().filter_map(|s| s.weighted).sum());
+            out.nodes[pos].total = Some(
+                out.nodes[pos]
+                    .scores
+                    .iter()
+                    .filter_map(|s| s.weighted)
+                    .sum(),
+            );
         }
         out
     }

@@ -28,12 +28,20 @@ impl FitError {
         let mut msg = if let Some(reason) = &self.pod_reason {
             format!("0/{} nodes are available: {}.", self.num_all_nodes, reason)
         } else {
-            let mut parts: Vec<String> = self.reasons.iter().map(|(r, c)| format!("{c} {r}")).collect();
+            let mut parts: Vec<String> = self
+                .reasons
+                .iter()
+                .map(|(r, c)| format!("{c} {r}"))
+                .collect();
             parts.sort();
             if parts.is_empty() {
                 format!("0/{} nodes are available.", self.num_all_nodes)
             } else {
-                format!("0/{} nodes are available: {}.", self.num_all_nodes, parts.join(", "))
+                format!(
+                    "0/{} nodes are available: {}.",
+                    self.num_all_nodes,
+                    parts.join(", ")
+                )
             }
         };
         if msg.len() > MAX_MESSAGE {

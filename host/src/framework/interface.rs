@@ -73,7 +73,12 @@ pub trait FilterPlugin: Send + Sync {
     }
 
     /// Filter: whether the pod fits `node`. Called in parallel.
-    fn filter(&self, ctx: &CycleContext, state: &CycleState, node: &NodeInfo) -> Result<(), Rejection>;
+    fn filter(
+        &self,
+        ctx: &CycleContext,
+        state: &CycleState,
+        node: &NodeInfo,
+    ) -> Result<(), Rejection>;
 }
 
 /// The PreScore, Score and NormalizeScore extension points.
@@ -81,16 +86,31 @@ pub trait ScorePlugin: Send + Sync {
     fn name(&self) -> &'static str;
 
     /// PreScore: computes what Score needs, given the feasible nodes.
-    fn pre_score(&self, _ctx: &CycleContext, _state: &mut CycleState, _feasible: &[&NodeInfo]) -> Result<(), PluginError> {
+    fn pre_score(
+        &self,
+        _ctx: &CycleContext,
+        _state: &mut CycleState,
+        _feasible: &[&NodeInfo],
+    ) -> Result<(), PluginError> {
         Ok(())
     }
 
     /// Score: the pod on `node`, raw.
-    fn score(&self, ctx: &CycleContext, state: &CycleState, node: &NodeInfo) -> Result<i64, PluginError>;
+    fn score(
+        &self,
+        ctx: &CycleContext,
+        state: &CycleState,
+        node: &NodeInfo,
+    ) -> Result<i64, PluginError>;
 
     /// NormalizeScore: maps the raw scores (same order as `feasible` was
     /// given to PreScore) into 0..=100. The default keeps them as they are.
-    fn normalize(&self, _ctx: &CycleContext, _state: &CycleState, _scores: &mut [i64]) -> Result<(), PluginError> {
+    fn normalize(
+        &self,
+        _ctx: &CycleContext,
+        _state: &CycleState,
+        _scores: &mut [i64],
+    ) -> Result<(), PluginError> {
         Ok(())
     }
 }

@@ -58,9 +58,8 @@ impl Node {
             });
         }
         let allocatable = match node.status.as_ref().and_then(|s| s.allocatable.as_ref()) {
-            Some(a) => Resources::from_k8s(a).map_err(|(res, e)| {
-                err(&format!("status.allocatable.{res}"), e.to_string())
-            })?,
+            Some(a) => Resources::from_k8s(a)
+                .map_err(|(res, e)| err(&format!("status.allocatable.{res}"), e.to_string()))?,
             None => Resources::default(),
         };
         let mut allocatable = allocatable;

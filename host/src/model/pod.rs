@@ -75,7 +75,10 @@ impl PodAffinityTerm {
     /// `ns`.
     pub fn matches(&self, other: &Pod) -> bool {
         (self.all_namespaces || self.namespaces.contains(&other.namespace))
-            && self.selector.as_ref().is_some_and(|s| s.matches(&other.labels))
+            && self
+                .selector
+                .as_ref()
+                .is_some_and(|s| s.matches(&other.labels))
     }
 }
 
@@ -186,28 +189,39 @@ impl Pod {
             return Err(err("spec", "missing".into()));
         };
         if spec.containers.is_empty() {
-            return Err(err("spec.containers", "a pod needs at least one container".into()));
+            return Err(err(
+                "spec.containers",
+                "a pod needs at least one container".into(),
+            ));
         }
 
-        let container_resources = |c: &k8s::Container, path: &str| -> Result<(Resources, Resources), ModelError> {
-            let r = c.resources.clone().unwrap_or_default();
-            let limits = Resources::from_k8s(&r.limits.unwrap_or_default())
-                .map_err(|(res, e)| err(&format!("{path}.resources.limits.{res}"), e.to_string()))?;
-            let mut requests = Resources::from_k8s(&r.requests.unwrap_or_default())
-                .map_err(|(res, e)| err(&format!("{path}.resources.requests.{res}"), e.to_string()))?;
-            // API-server defaulting: a limit without a request sets the request.
-            for (k, v) in limits.iter() {
-                if !r_has(&c.resources, k) {
-                    requests.set(k, v);
+        let container_resources =
+            |c: &k8s::Container, path: &str| -> Result<(Resources, Resources), ModelError> {
+                let r = c.resources.clone().unwrap_or_default();
+                let limits =
+                    Resources::from_k8s(&r.limits.unwrap_or_default()).map_err(|(res, e)| {
+                        err(&format!("{path}.resources.limits.{res}"), e.to_string())
+                    })?;
+                let mut requests =
+                    Resources::from_k8s(&r.requests.unwrap_or_default()).map_err(|(res, e)| {
+                        err(&format!("{path}.resources.requests.{res}"), e.to_string())
+                    })?;
+                // API-server defaulting: a limit without a request sets the request.
+                for (k, v) in limits.iter() {
+                    if !r_has(&c.resources, k) {
+                        requests.set(k, v);
+                    }
                 }
-            }
-            for (k, v) in requests.iter() {
-                if v < 0 {
-                    return Err(err(&format!("{path}.resources.requests.{k}"), "must not be negative".into()));
+                for (k, v) in requests.iter() {
+                    if v < 0 {
+                        return Err(err(
+                            &format!("{path}.resources.requests.{k}"),
+                            "must not be negative".into(),
+                        ));
+                    }
                 }
-            }
-            Ok((requests, limits))
-        };
+                Ok((requests, limits))
+            };
 
         let mut requests = Resources::default();
         let mut limits = Resources::default();
@@ -228,7 +242,11 @@ impl Pod {
             for p in c.ports.iter().flatten() {
                 if let Some(hp) = p.host_port.filter(|p| *p > 0) {
                     host_ports.push(HostPort {
-                        ip: p.host_ip.clone().filter(|s| !s.is_empty()).unwrap_or_else(|| "0.0.0.0".into()),
+                        ip: p
+                            .host_ip
+                            .clone()
+                            .filter(|s| !s.is_empty())
+                            .unwrap_or_else(|| "0.0.0.0".into()),
                         protocol: p.protocol.clone().unwrap_or_else(|| "TCP".into()),
                         port: hp,
                     });
@@ -266,15 +284,25 @@ impl Pod {
             let op = match t.operator.as_deref() {
                 None | Some("") | Some("Equal") => TolerationOp::Equal,
                 Some("Exists") => TolerationOp::Exists,
-                Some(o) => return Err(err(&format!("{path}.operator"), format!("unknown operator {o:?}"))),
+                Some(o) => {
+                    return Err(err(
+                        &format!("{path}.operator"),
+                        format!("unknown operator {o:?}"),
+                    ))
+                }
             };
             let effect = match t.effect.as_deref() {
                 None | Some("") => None,
-                Some(e) => Some(TaintEffect::parse(e).map_err(|c| err(&format!("{path}.effect"), c))?),
+                Some(e) => {
+                    Some(TaintEffect::parse(e).map_err(|c| err(&format!("{path}.effect"), c))?)
+                }
             };
             let key = t.key.clone().filter(|k| !k.is_empty());
             if key.is_none() && op != TolerationOp::Exists {
-                return Err(err(&format!("{path}.operator"), "an empty key needs operator Exists".into()));
+                return Err(err(
+                    &format!("{path}.operator"),
+                    "an empty key needs operator Exists".into(),
+                ));
             }
             tolerations.push(Toleration {
                 key,
@@ -297,18 +325,32 @@ impl Pod {
                     }
                     node_affinity.required = Some(terms);
                 }
-                for (i, p) in na.preferred_during_scheduling_ignored_during_execution.iter().flatten().enumerate() {
+                for (i, p) in na
+                    .preferred_during_scheduling_ignored_during_execution
+                    .iter()
+                    .flatten()
+                    .enumerate()
+                {
                     let path = format!("spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[{i}]");
                     if !(1..=100).contains(&p.weight) {
-                        return Err(err(&format!("{path}.weight"), format!("must be in 1..100, got {}", p.weight)));
+                        return Err(err(
+                            &format!("{path}.weight"),
+                            format!("must be in 1..100, got {}", p.weight),
+                        ));
                     }
-                    let term = NodeSelectorTerm::parse(&p.preference).map_err(|c| err(&format!("{path}.preference"), c))?;
+                    let term = NodeSelectorTerm::parse(&p.preference)
+                        .map_err(|c| err(&format!("{path}.preference"), c))?;
                     node_affinity.preferred.push((p.weight, term));
                 }
             }
-            let parse_term = |t: &k8s::PodAffinityTerm, path: &str| -> Result<PodAffinityTerm, ModelError> {
+            let parse_term = |t: &k8s::PodAffinityTerm,
+                              path: &str|
+             -> Result<PodAffinityTerm, ModelError> {
                 if t.topology_key.is_empty() {
-                    return Err(err(&format!("{path}.topologyKey"), "must not be empty".into()));
+                    return Err(err(
+                        &format!("{path}.topologyKey"),
+                        "must not be empty".into(),
+                    ));
                 }
                 let selector = t
                     .label_selector
@@ -318,8 +360,12 @@ impl Pod {
                     .map_err(|c| err(&format!("{path}.labelSelector"), c))?;
                 let all_namespaces = match &t.namespace_selector {
                     None => false,
-                    Some(s) if s.match_labels.as_ref().is_none_or(|m| m.is_empty())
-                        && s.match_expressions.as_ref().is_none_or(|m| m.is_empty()) => true,
+                    Some(s)
+                        if s.match_labels.as_ref().is_none_or(|m| m.is_empty())
+                            && s.match_expressions.as_ref().is_none_or(|m| m.is_empty()) =>
+                    {
+                        true
+                    }
                     Some(_) => {
                         return Err(err(
                             &format!("{path}.namespaceSelector"),
@@ -331,48 +377,99 @@ impl Pod {
                 if namespaces.is_empty() && !all_namespaces {
                     namespaces.push(namespace.clone());
                 }
-                Ok(PodAffinityTerm { selector, namespaces, all_namespaces, topology_key: t.topology_key.clone() })
+                Ok(PodAffinityTerm {
+                    selector,
+                    namespaces,
+                    all_namespaces,
+                    topology_key: t.topology_key.clone(),
+                })
             };
-            let weighted = |list: &Option<Vec<k8s::WeightedPodAffinityTerm>>, path: &str| -> Result<Vec<(i32, PodAffinityTerm)>, ModelError> {
+            let weighted = |list: &Option<Vec<k8s::WeightedPodAffinityTerm>>,
+                            path: &str|
+             -> Result<Vec<(i32, PodAffinityTerm)>, ModelError> {
                 let mut out = Vec::new();
                 for (i, w) in list.iter().flatten().enumerate() {
                     let p = format!("{path}[{i}]");
                     if !(1..=100).contains(&w.weight) {
-                        return Err(err(&format!("{p}.weight"), format!("must be in 1..100, got {}", w.weight)));
+                        return Err(err(
+                            &format!("{p}.weight"),
+                            format!("must be in 1..100, got {}", w.weight),
+                        ));
                     }
-                    out.push((w.weight, parse_term(&w.pod_affinity_term, &format!("{p}.podAffinityTerm"))?));
+                    out.push((
+                        w.weight,
+                        parse_term(&w.pod_affinity_term, &format!("{p}.podAffinityTerm"))?,
+                    ));
                 }
                 Ok(out)
             };
             if let Some(pa) = &aff.pod_affinity {
                 let base = "spec.affinity.podAffinity";
-                for (i, t) in pa.required_during_scheduling_ignored_during_execution.iter().flatten().enumerate() {
-                    pod_affinity.required_affinity.push(parse_term(t, &format!("{base}.requiredDuringSchedulingIgnoredDuringExecution[{i}]"))?);
+                for (i, t) in pa
+                    .required_during_scheduling_ignored_during_execution
+                    .iter()
+                    .flatten()
+                    .enumerate()
+                {
+                    pod_affinity.required_affinity.push(parse_term(
+                        t,
+                        &format!("{base}.requiredDuringSchedulingIgnoredDuringExecution[{i}]"),
+                    )?);
                 }
-                pod_affinity.preferred_affinity = weighted(&pa.preferred_during_scheduling_ignored_during_execution, &format!("{base}.preferredDuringSchedulingIgnoredDuringExecution"))?;
+                pod_affinity.preferred_affinity = weighted(
+                    &pa.preferred_during_scheduling_ignored_during_execution,
+                    &format!("{base}.preferredDuringSchedulingIgnoredDuringExecution"),
+                )?;
             }
             if let Some(pa) = &aff.pod_anti_affinity {
                 let base = "spec.affinity.podAntiAffinity";
-                for (i, t) in pa.required_during_scheduling_ignored_during_execution.iter().flatten().enumerate() {
-                    pod_affinity.required_anti_affinity.push(parse_term(t, &format!("{base}.requiredDuringSchedulingIgnoredDuringExecution[{i}]"))?);
+                for (i, t) in pa
+                    .required_during_scheduling_ignored_during_execution
+                    .iter()
+                    .flatten()
+                    .enumerate()
+                {
+                    pod_affinity.required_anti_affinity.push(parse_term(
+                        t,
+                        &format!("{base}.requiredDuringSchedulingIgnoredDuringExecution[{i}]"),
+                    )?);
                 }
-                pod_affinity.preferred_anti_affinity = weighted(&pa.preferred_during_scheduling_ignored_during_execution, &format!("{base}.preferredDuringSchedulingIgnoredDuringExecution"))?;
+                pod_affinity.preferred_anti_affinity = weighted(
+                    &pa.preferred_during_scheduling_ignored_during_execution,
+                    &format!("{base}.preferredDuringSchedulingIgnoredDuringExecution"),
+                )?;
             }
         }
 
         let mut spread = Vec::new();
-        for (i, c) in spec.topology_spread_constraints.iter().flatten().enumerate() {
+        for (i, c) in spec
+            .topology_spread_constraints
+            .iter()
+            .flatten()
+            .enumerate()
+        {
             let path = format!("spec.topologySpreadConstraints[{i}]");
             if c.max_skew < 1 {
-                return Err(err(&format!("{path}.maxSkew"), format!("must be at least 1, got {}", c.max_skew)));
+                return Err(err(
+                    &format!("{path}.maxSkew"),
+                    format!("must be at least 1, got {}", c.max_skew),
+                ));
             }
             if c.topology_key.is_empty() {
-                return Err(err(&format!("{path}.topologyKey"), "must not be empty".into()));
+                return Err(err(
+                    &format!("{path}.topologyKey"),
+                    "must not be empty".into(),
+                ));
             }
             let when_unsatisfiable = match c.when_unsatisfiable.as_str() {
                 "DoNotSchedule" => WhenUnsatisfiable::DoNotSchedule,
                 "ScheduleAnyway" => WhenUnsatisfiable::ScheduleAnyway,
-                o => return Err(err(&format!("{path}.whenUnsatisfiable"), format!("unknown value {o:?}"))),
+                o => {
+                    return Err(err(
+                        &format!("{path}.whenUnsatisfiable"),
+                        format!("unknown value {o:?}"),
+                    ))
+                }
             };
             let selector = c
                 .label_selector
@@ -380,7 +477,12 @@ impl Pod {
                 .map(LabelSelector::parse)
                 .transpose()
                 .map_err(|m| err(&format!("{path}.labelSelector"), m))?;
-            spread.push(SpreadConstraint { max_skew: c.max_skew, topology_key: c.topology_key.clone(), when_unsatisfiable, selector });
+            spread.push(SpreadConstraint {
+                max_skew: c.max_skew,
+                topology_key: c.topology_key.clone(),
+                when_unsatisfiable,
+                selector,
+            });
         }
 
         let unsupported = spec.volumes.iter().flatten().find_map(|v| {
@@ -392,21 +494,41 @@ impl Pod {
             })
         });
 
-        let owner = meta.owner_references.iter().flatten().find(|o| o.controller == Some(true)).map(|o| Owner {
-            kind: o.kind.clone(),
-            name: o.name.clone(),
-        });
+        let owner = meta
+            .owner_references
+            .iter()
+            .flatten()
+            .find(|o| o.controller == Some(true))
+            .map(|o| Owner {
+                kind: o.kind.clone(),
+                name: o.name.clone(),
+            });
 
         Ok(Self {
-            uid: meta.uid.clone().filter(|u| !u.is_empty()).unwrap_or_else(|| format!("{namespace}/{name}")),
+            uid: meta
+                .uid
+                .clone()
+                .filter(|u| !u.is_empty())
+                .unwrap_or_else(|| format!("{namespace}/{name}")),
             labels: meta.labels.clone().unwrap_or_default(),
             annotations: meta.annotations.clone().unwrap_or_default(),
             node_name: spec.node_name.clone().filter(|n| !n.is_empty()),
-            scheduler_name: spec.scheduler_name.clone().unwrap_or_else(|| "default-scheduler".into()),
+            scheduler_name: spec
+                .scheduler_name
+                .clone()
+                .unwrap_or_else(|| "default-scheduler".into()),
             priority: spec.priority.unwrap_or(0),
-            creation_ms: meta.creation_timestamp.as_ref().map(|t| t.0.as_millisecond()).unwrap_or(0),
+            creation_ms: meta
+                .creation_timestamp
+                .as_ref()
+                .map(|t| t.0.as_millisecond())
+                .unwrap_or(0),
             owner,
-            phase: pod.status.as_ref().and_then(|s| s.phase.clone()).unwrap_or_else(|| "Pending".into()),
+            phase: pod
+                .status
+                .as_ref()
+                .and_then(|s| s.phase.clone())
+                .unwrap_or_else(|| "Pending".into()),
             requests,
             limits,
             non_zero_milli_cpu,
@@ -425,5 +547,7 @@ impl Pod {
 }
 
 fn r_has(res: &Option<k8s::ResourceRequirements>, name: &str) -> bool {
-    res.as_ref().and_then(|r| r.requests.as_ref()).is_some_and(|m| m.contains_key(name))
+    res.as_ref()
+        .and_then(|r| r.requests.as_ref())
+        .is_some_and(|m| m.contains_key(name))
 }

@@ -46,7 +46,9 @@ impl Requirement {
             SelectorOp::Exists | SelectorOp::DoesNotExist if !values.is_empty() => {
                 return Err(format!("operator {op:?} takes no values"))
             }
-            SelectorOp::Gt | SelectorOp::Lt if values.len() != 1 || values[0].parse::<i64>().is_err() => {
+            SelectorOp::Gt | SelectorOp::Lt
+                if values.len() != 1 || values[0].parse::<i64>().is_err() =>
+            {
                 return Err(format!("operator {op:?} needs exactly one integer value"));
             }
             _ => {}
@@ -161,6 +163,10 @@ impl NodeSelectorTerm {
 }
 
 /// Terms are ORed.
-pub fn any_term_matches(terms: &[NodeSelectorTerm], node_name: &str, labels: &BTreeMap<String, String>) -> bool {
+pub fn any_term_matches(
+    terms: &[NodeSelectorTerm],
+    node_name: &str,
+    labels: &BTreeMap<String, String>,
+) -> bool {
     terms.iter().any(|t| t.matches(node_name, labels))
 }

@@ -62,13 +62,23 @@ impl PluginFailure {
 
     /// Classifies a wasmtime error from a call. `memory_hit` says whether
     /// the limiter refused a memory growth during the call.
-    pub fn from_wasmtime(err: &wasmtime::Error, memory_hit: bool, deadline: std::time::Duration) -> Self {
+    pub fn from_wasmtime(
+        err: &wasmtime::Error,
+        memory_hit: bool,
+        deadline: std::time::Duration,
+    ) -> Self {
         if let Some(trap) = err.downcast_ref::<wasmtime::Trap>() {
             if *trap == wasmtime::Trap::Interrupt {
-                return Self::new(FailureKind::Timeout, format!("call exceeded its {deadline:?} deadline"));
+                return Self::new(
+                    FailureKind::Timeout,
+                    format!("call exceeded its {deadline:?} deadline"),
+                );
             }
             if memory_hit {
-                return Self::new(FailureKind::Memory, format!("guest trapped after its memory cap was hit ({trap})"));
+                return Self::new(
+                    FailureKind::Memory,
+                    format!("guest trapped after its memory cap was hit ({trap})"),
+                );
             }
             return Self::new(FailureKind::Trap, trap.to_string());
         }
@@ -80,5 +90,9 @@ impl PluginFailure {
 }
 
 fn first_line(err: &wasmtime::Error) -> String {
-    format!("{err:#}").lines().next().unwrap_or("unknown error").to_string()
+    format!("{err:#}")
+        .lines()
+        .next()
+        .unwrap_or("unknown error")
+        .to_string()
 }

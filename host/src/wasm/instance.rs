@@ -21,7 +21,12 @@ pub struct Limiter {
 }
 
 impl ResourceLimiter for Limiter {
-    fn memory_growing(&mut self, _current: usize, desired: usize, _max: Option<usize>) -> wasmtime::Result<bool> {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _max: Option<usize>,
+    ) -> wasmtime::Result<bool> {
         if desired > self.max_memory {
             self.hit = true;
             return Ok(false);
@@ -29,7 +34,12 @@ impl ResourceLimiter for Limiter {
         Ok(true)
     }
 
-    fn table_growing(&mut self, _current: usize, desired: usize, _max: Option<usize>) -> wasmtime::Result<bool> {
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _max: Option<usize>,
+    ) -> wasmtime::Result<bool> {
         Ok(desired <= 1_000_000)
     }
 }
@@ -109,11 +119,17 @@ pub struct Instance {
 impl Instance {
     /// Instantiates the module and runs `init(args)`. An `Err(Ok(msg))`
     /// is the plugin rejecting its args.
-    pub fn new(name: &str, module: &PluginModule, limits: Limits, args: &str) -> Result<Self, PluginFailure> {
+    pub fn new(
+        name: &str,
+        module: &PluginModule,
+        limits: Limits,
+        args: &str,
+    ) -> Result<Self, PluginFailure> {
         let mut wasi = WasiCtxBuilder::new();
         // No preopens, sockets or environment. Output goes to our stderr,
         // never stdout, which carries `simulate`'s results.
-        wasi.stdout(wasmtime_wasi::cli::stderr()).stderr(wasmtime_wasi::cli::stderr());
+        wasi.stdout(wasmtime_wasi::cli::stderr())
+            .stderr(wasmtime_wasi::cli::stderr());
         let state = HostState {
             wasi: wasi.build(),
             table: ResourceTable::new(),
@@ -126,7 +142,9 @@ impl Instance {
         let mut store = Store::new(engine(), state);
         store.limiter(|s| &mut s.limiter);
         store.set_epoch_deadline(ticks(limits.init_timeout));
-        let wrap = |store: &Store<HostState>, e: wasmtime::Error| PluginFailure::from_wasmtime(&e, store.data().limiter.hit, limits.init_timeout);
+        let wrap = |store: &Store<HostState>, e: wasmtime::Error| {
+            PluginFailure::from_wasmtime(&e, store.data().limiter.hit, limits.init_timeout)
+        };
         let instance = match module.pre.instantiate(&mut store) {
             Ok(i) => i,
             Err(e) => return Err(wrap(&store, e)),
@@ -135,10 +153,22 @@ impl Instance {
             let ix = &module.indices;
             Ok((
                 ix.lifecycle.load(&mut *store, &instance)?,
-                ix.filter.as_ref().map(|i| i.load(&mut *store, &instance)).transpose()?,
-                ix.score.as_ref().map(|i| i.load(&mut *store, &instance)).transpose()?,
-                ix.normalize.as_ref().map(|i| i.load(&mut *store, &instance)).transpose()?,
-                ix.deletion_cost.as_ref().map(|i| i.load(&mut *store, &instance)).transpose()?,
+                ix.filter
+                    .as_ref()
+                    .map(|i| i.load(&mut *store, &instance))
+                    .transpose()?,
+                ix.score
+                    .as_ref()
+                    .map(|i| i.load(&mut *store, &instance))
+                    .transpose()?,
+                ix.normalize
+                    .as_ref()
+                    .map(|i| i.load(&mut *store, &instance))
+                    .transpose()?,
+                ix.deletion_cost
+                    .as_ref()
+                    .map(|i| i.load(&mut *store, &instance))
+                    .transpose()?,
             ))
         };
         let (lifecycle, filter, score, normalize, deletion_cost) = match load(&mut store) {
@@ -158,20 +188,31 @@ impl Instance {
             applied: 0,
             cycle: None,
         };
-        let version = inst.call(limits.init_timeout, |s, i| i.lifecycle.call_contract_version(s))?;
+        let version = inst.call(limits.init_timeout, |s, i| {
+            i.lifecycle.call_contract_version(s)
+        })?;
         if !version_compatible(&version) {
             return Err(PluginFailure::new(
                 FailureKind::BadResult,
-                format!("plugin says it implements contract {version}, this host implements {}", super::module::CONTRACT_VERSION),
+                format!(
+                    "plugin says it implements contract {version}, this host implements {}",
+                    super::module::CONTRACT_VERSION
+                ),
             ));
         }
         inst.call(limits.init_timeout, |s, i| i.lifecycle.call_init(s, args))?
-            .map_err(|m| PluginFailure::new(FailureKind::Plugin, format!("rejected its args: {m}")))?;
+            .map_err(|m| {
+                PluginFailure::new(FailureKind::Plugin, format!("rejected its args: {m}"))
+            })?;
         Ok(inst)
     }
 
     /// Runs one guest call under the deadline, classifying failures.
-    fn call<R>(&mut self, deadline: Duration, f: impl FnOnce(&mut Store<HostState>, &Funcs) -> wasmtime::Result<R>) -> Result<R, PluginFailure> {
+    fn call<R>(
+        &mut self,
+        deadline: Duration,
+        f: impl FnOnce(&mut Store<HostState>, &Funcs) -> wasmtime::Result<R>,
+    ) -> Result<R, PluginFailure> {
         let Self { store, funcs, .. } = self;
         store.data_mut().limiter.hit = false;
         store.set_epoch_deadline(ticks(deadline));
@@ -183,7 +224,11 @@ impl Instance {
         if deltas.is_empty() {
             return Ok(());
         }
-        let deadline = if full { self.limits.init_timeout } else { self.limits.call_timeout };
+        let deadline = if full {
+            self.limits.init_timeout
+        } else {
+            self.limits.call_timeout
+        };
         self.call(deadline, |s, i| i.lifecycle.call_apply(s, deltas))
     }
 
@@ -199,7 +244,14 @@ impl Instance {
             None => Ok(vec![None; nodes.len()]),
         })?;
         if out.len() != nodes.len() {
-            return Err(PluginFailure::new(FailureKind::BadResult, format!("filter returned {} verdicts for {} nodes", out.len(), nodes.len())));
+            return Err(PluginFailure::new(
+                FailureKind::BadResult,
+                format!(
+                    "filter returned {} verdicts for {} nodes",
+                    out.len(),
+                    nodes.len()
+                ),
+            ));
         }
         Ok(out)
     }
@@ -213,13 +265,24 @@ impl Instance {
             })?
             .map_err(|m| PluginFailure::new(FailureKind::Plugin, m))?;
         if out.len() != nodes.len() {
-            return Err(PluginFailure::new(FailureKind::BadResult, format!("score returned {} scores for {} nodes", out.len(), nodes.len())));
+            return Err(PluginFailure::new(
+                FailureKind::BadResult,
+                format!(
+                    "score returned {} scores for {} nodes",
+                    out.len(),
+                    nodes.len()
+                ),
+            ));
         }
         Ok(out)
     }
 
     /// NormalizeScore, when exported; `None` when not.
-    pub fn normalize(&mut self, nodes: &[u32], scores: &[i64]) -> Result<Option<Vec<i64>>, PluginFailure> {
+    pub fn normalize(
+        &mut self,
+        nodes: &[u32],
+        scores: &[i64],
+    ) -> Result<Option<Vec<i64>>, PluginFailure> {
         if self.funcs.normalize.is_none() {
             return Ok(None);
         }
@@ -231,12 +294,23 @@ impl Instance {
             })?
             .map_err(|m| PluginFailure::new(FailureKind::Plugin, m))?;
         if out.len() != nodes.len() {
-            return Err(PluginFailure::new(FailureKind::BadResult, format!("normalize-score returned {} scores for {} nodes", out.len(), nodes.len())));
+            return Err(PluginFailure::new(
+                FailureKind::BadResult,
+                format!(
+                    "normalize-score returned {} scores for {} nodes",
+                    out.len(),
+                    nodes.len()
+                ),
+            ));
         }
         Ok(Some(out))
     }
 
-    pub fn deletion_cost(&mut self, pod: &wit::PodStatus, metrics: &[(String, f64)]) -> Result<Option<i32>, PluginFailure> {
+    pub fn deletion_cost(
+        &mut self,
+        pod: &wit::PodStatus,
+        metrics: &[(String, f64)],
+    ) -> Result<Option<i32>, PluginFailure> {
         let t = self.limits.call_timeout;
         self.call(t, |s, i| match &i.deletion_cost {
             Some(f) => f.call_deletion_cost(s, pod, metrics),

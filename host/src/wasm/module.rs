@@ -1,7 +1,10 @@
 //! A compiled plugin component: validated once, instantiated many times.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::Instant;
+
+use parking_lot::Mutex;
 
 use sha2::{Digest, Sha256};
 use wasmtime::component::{Component, InstancePre, Linker};
@@ -25,7 +28,9 @@ pub enum LoadError {
     Compile(String),
     #[error("imports something the host does not provide: {0}")]
     Imports(String),
-    #[error("was built against contract {found}, this host implements {PACKAGE}@{CONTRACT_VERSION}")]
+    #[error(
+        "was built against contract {found}, this host implements {PACKAGE}@{CONTRACT_VERSION}"
+    )]
     Version { found: String },
     #[error("does not implement the contract: {0}")]
     Contract(String),
@@ -82,7 +87,10 @@ pub struct PluginModule {
 
 impl PluginModule {
     /// Compiles and checks a component. Does not run any guest code.
+    /// Compiled modules are shared process-wide by content digest, so
+    /// several profiles (or reloads of unchanged bytes) compile once.
     pub fn compile(bytes: &[u8]) -> Result<Arc<Self>, LoadError> {
+        static COMPILED: OnceLock<Mutex<HashMap<String, Weak<PluginModule>>>> = OnceLock::new();
         if bytes.len() < 8 || &bytes[0..4] != b"\0asm" {
             return Err(LoadError::NotWasm);
         }
@@ -90,13 +98,36 @@ impl PluginModule {
             return Err(LoadError::CoreModule);
         }
         let digest = hex::encode(Sha256::digest(bytes));
+        let cache = COMPILED.get_or_init(Default::default);
+        if let Some(m) = cache.lock().get(&digest).and_then(Weak::upgrade) {
+            return Ok(m);
+        }
+        let module = Self::compile_uncached(bytes, digest.clone())?;
+        let mut cache = cache.lock();
+        cache.retain(|_, m| m.strong_count() > 0);
+        cache.insert(digest, Arc::downgrade(&module));
+        Ok(module)
+    }
+
+    fn compile_uncached(bytes: &[u8], digest: String) -> Result<Arc<Self>, LoadError> {
         let started = Instant::now();
-        let component = Component::new(engine(), bytes).map_err(|e| LoadError::Compile(format!("{e:#}").lines().next().unwrap_or_default().to_string()))?;
+        let component = Component::new(engine(), bytes).map_err(|e| {
+            LoadError::Compile(
+                format!("{e:#}")
+                    .lines()
+                    .next()
+                    .unwrap_or_default()
+                    .to_string(),
+            )
+        })?;
         let compile_time = started.elapsed();
         check_version(&component)?;
         let linker = linker().map_err(|e| LoadError::Imports(format!("{e:#}")))?;
-        let pre = linker.instantiate_pre(&component).map_err(|e| LoadError::Imports(format!("{e:#}")))?;
-        let lifecycle = lifecycle::GuestIndices::new(&pre).map_err(|e| LoadError::Contract(e.to_string()))?;
+        let pre = linker
+            .instantiate_pre(&component)
+            .map_err(|e| LoadError::Imports(format!("{e:#}")))?;
+        let lifecycle =
+            lifecycle::GuestIndices::new(&pre).map_err(|e| LoadError::Contract(e.to_string()))?;
         let indices = Indices {
             lifecycle,
             filter: filter::GuestIndices::new(&pre).ok(),
@@ -111,7 +142,9 @@ impl PluginModule {
             deletion_cost: indices.deletion_cost.is_some(),
         };
         if !(exports.filter || exports.score || exports.deletion_cost) {
-            return Err(LoadError::Contract("exports no extension point (filter, score or deletion-cost)".into()));
+            return Err(LoadError::Contract(
+                "exports no extension point (filter, score or deletion-cost)".into(),
+            ));
         }
         Ok(Arc::new(Self {
             digest,
@@ -143,7 +176,9 @@ fn check_version(component: &Component) -> Result<(), LoadError> {
     match other {
         // Same major.minor with another patch level is compatible in
         // principle, but the component model matches names exactly.
-        Some(v) => Err(LoadError::Version { found: format!("{PACKAGE}@{v}") }),
+        Some(v) => Err(LoadError::Version {
+            found: format!("{PACKAGE}@{v}"),
+        }),
         None => Err(LoadError::Contract(format!("no export named {ours}"))),
     }
 }
@@ -152,6 +187,9 @@ fn check_version(component: &Component) -> Result<(), LoadError> {
 fn linker() -> wasmtime::Result<Linker<HostState>> {
     let mut linker = Linker::new(engine());
     wasmtime_wasi::p2::add_to_linker_sync(&mut linker)?;
-    super::bindings::wasmsched::plugin::host::add_to_linker::<HostState, wasmtime::component::HasSelf<HostState>>(&mut linker, |s| s)?;
+    super::bindings::wasmsched::plugin::host::add_to_linker::<
+        HostState,
+        wasmtime::component::HasSelf<HostState>,
+    >(&mut linker, |s| s)?;
     Ok(linker)
 }

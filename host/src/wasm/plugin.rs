@@ -82,9 +82,15 @@ pub fn current_slot() -> usize {
 impl WasmPlugin {
     /// Builds the plugin and its first instance, which runs `init`: a
     /// plugin that rejects its args fails here, at start.
-    pub fn new(name: &str, module: Arc<PluginModule>, settings: WasmSettings, workers: usize) -> Result<Self, PluginFailure> {
+    pub fn new(
+        name: &str,
+        module: Arc<PluginModule>,
+        settings: WasmSettings,
+        workers: usize,
+    ) -> Result<Self, PluginFailure> {
         let first = Instance::new(name, &module, settings.limits, &settings.args)?;
-        let mut slots: Vec<Mutex<Option<Instance>>> = (0..=workers).map(|_| Mutex::new(None)).collect();
+        let mut slots: Vec<Mutex<Option<Instance>>> =
+            (0..=workers).map(|_| Mutex::new(None)).collect();
         *slots[0].get_mut() = Some(first);
         let stats = PluginStats::default();
         stats.instances_created.store(1, Ordering::Relaxed);
@@ -130,9 +136,16 @@ impl WasmPlugin {
         f: impl FnOnce(&mut Instance) -> Result<R, PluginFailure>,
     ) -> Result<Verdict<R>, PluginFailure> {
         let generation = snapshot.generation();
-        let behind = slot.as_ref().is_some_and(|i| snapshot.changes_since(i.applied).is_none());
+        let behind = slot
+            .as_ref()
+            .is_some_and(|i| snapshot.changes_since(i.applied).is_none());
         if slot.is_none() || behind {
-            let mut inst = Instance::new(&self.name, &self.module, self.settings.limits, &self.settings.args)?;
+            let mut inst = Instance::new(
+                &self.name,
+                &self.module,
+                self.settings.limits,
+                &self.settings.args,
+            )?;
             self.stats.instances_created.fetch_add(1, Ordering::Relaxed);
             inst.apply(&deltas(&snapshot.as_changes()), true)?;
             inst.applied = generation;
@@ -157,20 +170,44 @@ impl WasmPlugin {
     }
 
     /// PreFilter/PreScore: starts the pod's cycle on this thread's instance.
-    pub fn cycle_start(&self, snapshot: &Snapshot, cycle: u64, pod: &Pod) -> Result<Verdict<()>, PluginFailure> {
+    pub fn cycle_start(
+        &self,
+        snapshot: &Snapshot,
+        cycle: u64,
+        pod: &Pod,
+    ) -> Result<Verdict<()>, PluginFailure> {
         self.with_instance(snapshot, Some((cycle, pod)), |_| Ok(()))
     }
 
-    pub fn filter(&self, snapshot: &Snapshot, cycle: u64, pod: &Pod, nodes: &[u32]) -> Result<Verdict<Vec<Option<wit::Rejection>>>, PluginFailure> {
+    pub fn filter(
+        &self,
+        snapshot: &Snapshot,
+        cycle: u64,
+        pod: &Pod,
+        nodes: &[u32],
+    ) -> Result<Verdict<Vec<Option<wit::Rejection>>>, PluginFailure> {
         self.with_instance(snapshot, Some((cycle, pod)), |i| i.filter(nodes))
     }
 
-    pub fn score(&self, snapshot: &Snapshot, cycle: u64, pod: &Pod, nodes: &[u32]) -> Result<Verdict<Vec<i64>>, PluginFailure> {
+    pub fn score(
+        &self,
+        snapshot: &Snapshot,
+        cycle: u64,
+        pod: &Pod,
+        nodes: &[u32],
+    ) -> Result<Verdict<Vec<i64>>, PluginFailure> {
         self.with_instance(snapshot, Some((cycle, pod)), |i| i.score(nodes))
     }
 
     /// NormalizeScore; `None` when the plugin does not export it.
-    pub fn normalize(&self, snapshot: &Snapshot, cycle: u64, pod: &Pod, nodes: &[u32], scores: &[i64]) -> Result<Verdict<Option<Vec<i64>>>, PluginFailure> {
+    pub fn normalize(
+        &self,
+        snapshot: &Snapshot,
+        cycle: u64,
+        pod: &Pod,
+        nodes: &[u32],
+        scores: &[i64],
+    ) -> Result<Verdict<Option<Vec<i64>>>, PluginFailure> {
         self.with_instance(snapshot, Some((cycle, pod)), |i| i.normalize(nodes, scores))
     }
 
@@ -207,7 +244,10 @@ fn deltas(changes: &[Change]) -> Vec<wit::Delta> {
 /// Out-of-range scores are the plugin's failure, like a trap.
 pub fn check_scores(scores: &[i64]) -> Result<(), PluginFailure> {
     match scores.iter().find(|s| !(0..=100).contains(*s)) {
-        Some(s) => Err(PluginFailure::new(FailureKind::BadResult, format!("score {s} is outside 0..=100"))),
+        Some(s) => Err(PluginFailure::new(
+            FailureKind::BadResult,
+            format!("score {s} is outside 0..=100"),
+        )),
         None => Ok(()),
     }
 }

@@ -21,7 +21,12 @@ use wasmsched::simulate::{self, Report};
 pub const SCHED: &str = "test-scheduler";
 
 fn kv(pairs: &[(&str, &str)]) -> Value {
-    Value::Object(pairs.iter().map(|(k, v)| (k.to_string(), json!(v))).collect())
+    Value::Object(
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), json!(v)))
+            .collect(),
+    )
 }
 
 /// A node under construction, as Kubernetes JSON.
@@ -57,7 +62,10 @@ impl NodeB {
         if self.0["spec"]["taints"].is_null() {
             self.0["spec"]["taints"] = json!([]);
         }
-        self.0["spec"]["taints"].as_array_mut().unwrap().push(json!({"key": key, "value": value, "effect": effect}));
+        self.0["spec"]["taints"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"key": key, "value": value, "effect": effect}));
         self
     }
 
@@ -67,7 +75,8 @@ impl NodeB {
     }
 
     pub fn build(&self) -> Node {
-        let n: k8s::Node = serde_json::from_value(self.0.clone()).expect("test node is a valid k8s Node");
+        let n: k8s::Node =
+            serde_json::from_value(self.0.clone()).expect("test node is a valid k8s Node");
         Node::from_k8s(&n).expect("test node converts")
     }
 }
@@ -162,14 +171,21 @@ impl PodB {
     }
 
     pub fn build(&self) -> Pod {
-        let p: k8s::Pod = serde_json::from_value(self.0.clone()).expect("test pod is a valid k8s Pod");
+        let p: k8s::Pod =
+            serde_json::from_value(self.0.clone()).expect("test pod is a valid k8s Pod");
         Pod::from_k8s(&p).expect("test pod converts")
     }
 }
 
 /// `n` nodes `node-000`, `node-001`, ... with the same allocatable.
 pub fn identical_nodes(n: usize, cpu: &str, memory: &str) -> Vec<Node> {
-    (0..n).map(|i| NodeB::new(&format!("node-{i:03}")).alloc(&[("cpu", cpu), ("memory", memory)]).build()).collect()
+    (0..n)
+        .map(|i| {
+            NodeB::new(&format!("node-{i:03}"))
+                .alloc(&[("cpu", cpu), ("memory", memory)])
+                .build()
+        })
+        .collect()
 }
 
 /// A configuration of one profile, [`SCHED`], with upstream's default
@@ -201,33 +217,53 @@ pub fn manifests(nodes: Vec<Node>, pods: Vec<Pod>) -> Manifests {
 
 /// Simulates `pods` on `nodes` with `scheduler`.
 pub fn simulate(scheduler: &Scheduler, nodes: Vec<Node>, pods: Vec<Pod>) -> Report {
-    simulate::run(scheduler, manifests(nodes, pods), &simulate::Options::default()).expect("simulation runs")
+    simulate::run(
+        scheduler,
+        manifests(nodes, pods),
+        &simulate::Options::default(),
+    )
+    .expect("simulation runs")
 }
 
 /// `namespace/pod` -> node of every scheduled pod.
 pub fn placements(r: &Report) -> BTreeMap<String, String> {
-    r.scheduled.iter().map(|s| (format!("{}/{}", s.namespace, s.pod), s.node.clone())).collect()
+    r.scheduled
+        .iter()
+        .map(|s| (format!("{}/{}", s.namespace, s.pod), s.node.clone()))
+        .collect()
 }
 
 /// `namespace/pod` in the order they were scheduled.
 pub fn scheduled_order(r: &Report) -> Vec<String> {
-    r.scheduled.iter().map(|s| format!("{}/{}", s.namespace, s.pod)).collect()
+    r.scheduled
+        .iter()
+        .map(|s| format!("{}/{}", s.namespace, s.pod))
+        .collect()
 }
 
 /// `namespace/pod` -> FitError message of every unschedulable pod.
 pub fn failures(r: &Report) -> BTreeMap<String, String> {
-    r.unschedulable.iter().map(|u| (format!("{}/{}", u.namespace, u.pod), u.message.clone())).collect()
+    r.unschedulable
+        .iter()
+        .map(|u| (format!("{}/{}", u.namespace, u.pod), u.message.clone()))
+        .collect()
 }
 
 /// Writes nodes and pods (Kubernetes JSON) as one multi-document YAML file.
 pub fn write_manifest(path: &Path, objects: &[Value]) {
-    let docs: Vec<String> = objects.iter().map(|o| serde_yaml::to_string(o).unwrap()).collect();
+    let docs: Vec<String> = objects
+        .iter()
+        .map(|o| serde_yaml::to_string(o).unwrap())
+        .collect();
     std::fs::write(path, docs.join("---\n")).unwrap();
 }
 
 /// The repository root (parent of `host/`).
 pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
 }
 
 pub fn gpu_example() -> PathBuf {
@@ -255,7 +291,9 @@ pub struct Output {
 /// default level, whatever the caller's environment says.
 pub fn wasmsched_in(cwd: Option<&Path>, args: &[&str]) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_wasmsched"));
-    cmd.args(args).env_remove("WASMSCHED_LOG").env_remove("RUST_LOG");
+    cmd.args(args)
+        .env_remove("WASMSCHED_LOG")
+        .env_remove("RUST_LOG");
     if let Some(d) = cwd {
         cmd.current_dir(d);
     }
@@ -275,15 +313,31 @@ pub fn wasmsched(args: &[&str]) -> Output {
 /// Asserts the run failed with exactly one non-empty stderr line that
 /// starts with `error:` and contains every one of `needles`; returns it.
 pub fn assert_one_line_error(o: &Output, needles: &[&str]) -> String {
-    assert!(!o.success, "expected failure, got success\nstdout:\n{}\nstderr:\n{}", o.stdout, o.stderr);
+    assert!(
+        !o.success,
+        "expected failure, got success\nstdout:\n{}\nstderr:\n{}",
+        o.stdout, o.stderr
+    );
     assert_eq!(o.code, Some(1), "exit code; stderr:\n{}", o.stderr);
     let lines: Vec<&str> = o.stderr.lines().filter(|l| !l.trim().is_empty()).collect();
-    assert_eq!(lines.len(), 1, "expected one stderr line, got:\n{}", o.stderr);
+    assert_eq!(
+        lines.len(),
+        1,
+        "expected one stderr line, got:\n{}",
+        o.stderr
+    );
     let line = lines[0];
     assert!(line.starts_with("error: "), "{line}");
     for n in needles {
-        assert!(line.contains(n), "stderr line does not contain {n:?}:\n{line}");
+        assert!(
+            line.contains(n),
+            "stderr line does not contain {n:?}:\n{line}"
+        );
     }
-    assert!(o.stdout.is_empty(), "nothing on stdout on error, got:\n{}", o.stdout);
+    assert!(
+        o.stdout.is_empty(),
+        "nothing on stdout on error, got:\n{}",
+        o.stdout
+    );
     line.to_string()
 }

@@ -90,7 +90,13 @@ impl Plugin for Chaos {
         Ok(Cycle(on))
     }
 
-    fn filter(&self, cycle: &Cycle, _pod: &Pod, node: &NodeState, _cluster: &Cluster) -> Result<(), Rejection> {
+    fn filter(
+        &self,
+        cycle: &Cycle,
+        _pod: &Pod,
+        node: &NodeState,
+        _cluster: &Cluster,
+    ) -> Result<(), Rejection> {
         if cycle.0 && self.args.at == At::Filter {
             act(self.args.misbehave);
         }
@@ -100,14 +106,24 @@ impl Plugin for Chaos {
         Ok(())
     }
 
-    fn score(&self, cycle: &Cycle, _pod: &Pod, node: &NodeState, _cluster: &Cluster) -> Result<i64, String> {
+    fn score(
+        &self,
+        cycle: &Cycle,
+        _pod: &Pod,
+        node: &NodeState,
+        _cluster: &Cluster,
+    ) -> Result<i64, String> {
         if cycle.0 && self.args.at == At::Score {
             act(self.args.misbehave);
             if self.args.misbehave == Misbehave::BadScore {
                 return Ok(1000);
             }
         }
-        Ok(node.node.label("chaos/score").and_then(|s| s.parse().ok()).unwrap_or(0))
+        Ok(node
+            .node
+            .label("chaos/score")
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0))
     }
 }
 

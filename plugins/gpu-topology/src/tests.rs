@@ -486,6 +486,14 @@ fn utilization_sources() {
 }
 
 #[test]
+fn doc_examples() {
+    // docs/gpu-topology.md, Score examples not covered elsewhere.
+    let n = || origin_node(8, "A100", 40960).util("0.25");
+    assert_eq!(one(ORIGIN, n(), gpu_pod("p", 2)), ok(50));
+    assert_eq!(one("{}", n(), gpu_pod("p", 2)), ok(47));
+}
+
+#[test]
 fn weights_are_configurable() {
     // 8 GPUs free, request 2, 25% busy: fit 40, util 75 (origin policy).
     let n = || origin_node(8, "A100", 40960).util("0.25");

@@ -62,7 +62,8 @@ impl Cluster {
 
     /// Every placed pod with its node.
     pub fn pods(&self) -> impl Iterator<Item = (&NodeState, &Pod)> {
-        self.nodes().flat_map(|n| n.pods.iter().map(move |p| (n, p)))
+        self.nodes()
+            .flat_map(|n| n.pods.iter().map(move |p| (n, p)))
     }
 
     /// The node a pod is placed on.
@@ -121,4 +122,3 @@ impl Cluster {
         }
     }
 }
-

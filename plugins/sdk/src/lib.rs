@@ -85,22 +85,44 @@ pub trait Plugin: Sized + 'static {
     fn cycle_start(&self, pod: &types::Pod, cluster: &Cluster) -> Result<Self::Cycle, String>;
 
     /// Filter: `Err` when `pod` does not fit `node`.
-    fn filter(&self, _cycle: &Self::Cycle, _pod: &types::Pod, _node: &NodeState, _cluster: &Cluster) -> Result<(), Rejection> {
+    fn filter(
+        &self,
+        _cycle: &Self::Cycle,
+        _pod: &types::Pod,
+        _node: &NodeState,
+        _cluster: &Cluster,
+    ) -> Result<(), Rejection> {
         Ok(())
     }
 
     /// Score of `pod` on a feasible `node`.
-    fn score(&self, _cycle: &Self::Cycle, _pod: &types::Pod, _node: &NodeState, _cluster: &Cluster) -> Result<i64, String> {
+    fn score(
+        &self,
+        _cycle: &Self::Cycle,
+        _pod: &types::Pod,
+        _node: &NodeState,
+        _cluster: &Cluster,
+    ) -> Result<i64, String> {
         Ok(0)
     }
 
     /// NormalizeScore over all scored nodes; the default keeps scores.
-    fn normalize(&self, _cycle: &Self::Cycle, _pod: &types::Pod, _nodes: &[u32], _scores: &mut [i64]) -> Result<(), String> {
+    fn normalize(
+        &self,
+        _cycle: &Self::Cycle,
+        _pod: &types::Pod,
+        _nodes: &[u32],
+        _scores: &mut [i64],
+    ) -> Result<(), String> {
         Ok(())
     }
 
     /// The pod-deletion-cost for a pod, or `None` for no opinion.
-    fn deletion_cost(&self, _pod: &types::PodStatus, _metrics: &[(String, f64)]) -> Result<Option<i32>, String> {
+    fn deletion_cost(
+        &self,
+        _pod: &types::PodStatus,
+        _metrics: &[(String, f64)],
+    ) -> Result<Option<i32>, String> {
         Ok(None)
     }
 }

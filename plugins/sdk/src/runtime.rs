@@ -26,7 +26,9 @@ thread_local! {
     static STATE: RefCell<State> = RefCell::new(State::default());
 }
 
-fn with_plugin<P: Plugin, R>(f: impl FnOnce(&P, &Cluster, Option<&Cycle>) -> Result<R, String>) -> Result<R, String> {
+fn with_plugin<P: Plugin, R>(
+    f: impl FnOnce(&P, &Cluster, Option<&Cycle>) -> Result<R, String>,
+) -> Result<R, String> {
     STATE.with(|s| {
         let s = s.borrow();
         let plugin = s
@@ -38,7 +40,9 @@ fn with_plugin<P: Plugin, R>(f: impl FnOnce(&P, &Cluster, Option<&Cycle>) -> Res
     })
 }
 
-fn with_cycle<P: Plugin, R>(f: impl FnOnce(&P, &P::Cycle, &Pod, &Cluster) -> Result<R, String>) -> Result<R, String> {
+fn with_cycle<P: Plugin, R>(
+    f: impl FnOnce(&P, &P::Cycle, &Pod, &Cluster) -> Result<R, String>,
+) -> Result<R, String> {
     with_plugin::<P, R>(|plugin, cluster, cycle| {
         let cycle = cycle.ok_or_else(|| "no cycle started".to_string())?;
         let data = cycle
@@ -95,7 +99,12 @@ pub fn filter<P: Plugin>(nodes: &[u32]) -> Vec<Option<Rejection>> {
             })
             .collect())
     });
-    result.unwrap_or_else(|e| nodes.iter().map(|_| Some(crate::reject(e.clone()))).collect())
+    result.unwrap_or_else(|e| {
+        nodes
+            .iter()
+            .map(|_| Some(crate::reject(e.clone())))
+            .collect()
+    })
 }
 
 /// `score.score`: one raw score per node index.
@@ -121,6 +130,9 @@ pub fn normalize<P: Plugin>(nodes: &[u32], mut scores: Vec<i64>) -> Result<Vec<i
 }
 
 /// `deletion-cost.deletion-cost`.
-pub fn deletion_cost<P: Plugin>(pod: &PodStatus, metrics: &[(String, f64)]) -> Result<Option<i32>, String> {
+pub fn deletion_cost<P: Plugin>(
+    pod: &PodStatus,
+    metrics: &[(String, f64)],
+) -> Result<Option<i32>, String> {
     with_plugin::<P, _>(|plugin, _, _| plugin.deletion_cost(pod, metrics))
 }

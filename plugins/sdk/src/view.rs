@@ -12,7 +12,10 @@ fn lookup<'a>(map: &'a [(String, String)], key: &str) -> Option<&'a str> {
 }
 
 fn amount(list: &[ResourceAmount], name: &str) -> i64 {
-    list.iter().find(|r| r.name == name).map(|r| r.amount).unwrap_or(0)
+    list.iter()
+        .find(|r| r.name == name)
+        .map(|r| r.amount)
+        .unwrap_or(0)
 }
 
 /// Lookups on a pod.
@@ -59,6 +62,9 @@ impl NodeExt for Node {
         amount(&self.allocatable, resource)
     }
     fn metric(&self, name: &str) -> Option<f64> {
-        self.metrics.iter().find(|(k, _)| k == name).map(|(_, v)| *v)
+        self.metrics
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| *v)
     }
 }

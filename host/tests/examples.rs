@@ -1,0 +1,109 @@
+//! The bundled examples do what the README says they do.
+
+use std::path::{Path, PathBuf};
+
+use wasmsched::{config, manifest, simulate};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+fn simulate(example: &str, config_file: Option<&str>, seed: u64) -> simulate::Report {
+    let (file, base) = match config_file {
+        Some(c) => (
+            config::load(&root().join(c)).unwrap(),
+            root().join(c).parent().unwrap().to_path_buf(),
+        ),
+        None => (config::ConfigFile::default(), root()),
+    };
+    let scheduler = config::build(&file, &base, seed).unwrap();
+    let manifests = manifest::load(&[root().join(example)]).unwrap();
+    simulate::run(&scheduler, manifests, &simulate::Options::default()).unwrap()
+}
+
+#[test]
+fn network_locality_keeps_peer_traffic_in_zone() {
+    for seed in [1, 2, 3] {
+        let on = simulate("examples/microservices", None, seed);
+        let off = simulate(
+            "examples/microservices",
+            Some("examples/microservices/locality-off.yaml"),
+            seed,
+        );
+        assert_eq!(
+            on.scheduled.len(),
+            17,
+            "every pending pod lands: {:?}",
+            on.unschedulable
+        );
+        assert_eq!(off.scheduled.len(), 17);
+        let (on_t, off_t) = (on.traffic.unwrap(), off.traffic.unwrap());
+        assert_eq!(
+            on_t.total(),
+            off_t.total(),
+            "same pods, same declared pairs"
+        );
+        assert!(
+            on_t.cross_zone_percent() < 20.0,
+            "seed {seed}: with locality {on_t:?}"
+        );
+        assert!(
+            off_t.cross_zone_percent() > 2.0 * on_t.cross_zone_percent(),
+            "seed {seed}: {off_t:?} vs {on_t:?}"
+        );
+        // The api pods follow the database they name (zone b).
+        for s in on.scheduled.iter().filter(|s| s.pod.starts_with("api-")) {
+            assert!(
+                s.node.starts_with("node-b"),
+                "{} landed on {}",
+                s.pod,
+                s.node
+            );
+        }
+        // The queue, scheduled after its workers, is drawn to them.
+        let worker_zones: Vec<char> = on
+            .scheduled
+            .iter()
+            .filter(|s| s.pod.starts_with("worker-"))
+            .map(|s| s.node.as_bytes()[5] as char)
+            .collect();
+        for s in on.scheduled.iter().filter(|s| s.pod.starts_with("queue-")) {
+            assert!(
+                worker_zones.contains(&(s.node.as_bytes()[5] as char)),
+                "{} on {} away from workers {worker_zones:?}",
+                s.pod,
+                s.node
+            );
+        }
+    }
+}
+
+#[test]
+fn example_config_builds_two_profiles() {
+    let file = config::load(&root().join("examples/config.yaml")).unwrap();
+    let s = config::build(&file, &root().join("examples"), 0).unwrap();
+    let names: Vec<&str> = s
+        .profiles
+        .iter()
+        .map(|f| f.profile.scheduler_name.as_str())
+        .collect();
+    assert_eq!(names, ["gpu-scheduler", "default-scheduler"]);
+    let default = s.profile("default-scheduler").unwrap();
+    assert!(default
+        .profile
+        .filters
+        .iter()
+        .all(|f| f.name() != "GpuTopology"));
+    let gpu = s.profile("gpu-scheduler").unwrap();
+    let w = gpu
+        .profile
+        .scores
+        .iter()
+        .find(|s| s.plugin.name() == "GpuTopology")
+        .unwrap()
+        .weight;
+    assert_eq!(w, 5);
+}
