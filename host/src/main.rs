@@ -172,7 +172,7 @@ fn run(command: Command) -> Result<ExitCode> {
             let (file, base) = load_config(&path)?;
             let scheduler = build_scheduler(&path, &file, &base, 0)?;
             for fw in &scheduler.profiles {
-                let p = &fw.profile;
+                let p = fw.profile();
                 println!("profile {}", p.scheduler_name);
                 println!(
                     "  filter: {}",

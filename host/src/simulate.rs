@@ -222,7 +222,7 @@ pub fn run(
             }
         };
         let fw = profile_for(&pod).expect("queued pods have a profile");
-        let profile = fw.profile.scheduler_name.clone();
+        let profile = fw.scheduler_name().to_string();
         // Every attempt is explained; the last one (where the pod went, or its
         // final failure) is what the report keeps.
         let explaining = opts.explain.as_deref() == Some(pod.key().as_str());
@@ -284,28 +284,12 @@ pub fn run(
         });
     }
     for fw in &scheduler.profiles {
-        let mut seen = std::collections::HashSet::new();
-        let wasm = fw
-            .profile
-            .filters
-            .iter()
-            .filter_map(|f| match f {
-                crate::framework::FilterEntry::Wasm(w) => Some(w.clone()),
-                _ => None,
-            })
-            .chain(fw.profile.scores.iter().filter_map(|s| match &s.plugin {
-                crate::framework::ScoreEntry::Wasm(w) => Some(w.clone()),
-                _ => None,
-            }));
-        for w in wasm {
-            if !seen.insert(w.name.clone()) {
-                continue;
-            }
+        for w in fw.profile().wasm_plugins() {
             let failures = w.stats.failures();
             let skips = w.stats.skips.load(std::sync::atomic::Ordering::Relaxed);
             if !failures.is_empty() || skips > 0 {
                 report.plugin_health.push(PluginHealth {
-                    profile: fw.profile.scheduler_name.clone(),
+                    profile: fw.scheduler_name().to_string(),
                     plugin: w.name.clone(),
                     failures,
                     skips,

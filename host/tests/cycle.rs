@@ -603,20 +603,10 @@ profiles:
 fn two_profiles_route_pods_by_scheduler_name() {
     let file = config::parse(TWO_PROFILES).unwrap();
     let s = build(&file, 0);
-    let names: Vec<&str> = s
-        .profiles
-        .iter()
-        .map(|f| f.profile.scheduler_name.as_str())
-        .collect();
+    let names: Vec<&str> = s.profiles.iter().map(|f| f.scheduler_name()).collect();
     assert_eq!(names, ["strict", "fit-only"]);
-    let filters: Vec<&str> = s
-        .profile("fit-only")
-        .unwrap()
-        .profile
-        .filters
-        .iter()
-        .map(|f| f.name())
-        .collect();
+    let profile = s.profile("fit-only").unwrap().profile();
+    let filters: Vec<&str> = profile.filters.iter().map(|f| f.name()).collect();
     assert_eq!(filters, ["NodeResourcesFit"]);
 
     let nodes = vec![
@@ -709,8 +699,7 @@ fn explain_errors_name_the_pod() {
             explain: Some(key.into()),
         };
         simulate::run(&s, manifests(vec![NodeB::new("n1").build()], pods), &opts)
-            .err()
-            .expect("an error")
+            .expect_err("an error")
             .to_string()
     };
     assert_eq!(
@@ -742,7 +731,7 @@ fn pods_sharing_a_uid_are_rejected_or_both_counted() {
             PodB::new("pending").cpu("1").0,
         ],
     );
-    match manifest::load(&[path.clone()]) {
+    match manifest::load(std::slice::from_ref(&path)) {
         Err(e) => assert!(e.to_string().contains("copy-pasted"), "{e}"),
         Ok(m) => {
             let r = simulate::run(&build(&native_config(), 0), m, &Default::default()).unwrap();
@@ -770,7 +759,7 @@ fn gpu_example_places_pods_by_gpu_model_and_free_gpus() {
         .cloned()
         .collect();
     let s = config::build(&ConfigFile::default(), Path::new("."), 0).unwrap();
-    assert_eq!(s.profiles[0].profile.scheduler_name, "gpu-scheduler");
+    assert_eq!(s.profiles[0].scheduler_name(), "gpu-scheduler");
     let r = simulate::run(&s, m, &Default::default()).unwrap();
     let p = placements(&r);
 

@@ -85,21 +85,17 @@ fn network_locality_keeps_peer_traffic_in_zone() {
 fn example_config_builds_two_profiles() {
     let file = config::load(&root().join("examples/config.yaml")).unwrap();
     let s = config::build(&file, &root().join("examples"), 0).unwrap();
-    let names: Vec<&str> = s
-        .profiles
-        .iter()
-        .map(|f| f.profile.scheduler_name.as_str())
-        .collect();
+    let names: Vec<&str> = s.profiles.iter().map(|f| f.scheduler_name()).collect();
     assert_eq!(names, ["gpu-scheduler", "default-scheduler"]);
     let default = s.profile("default-scheduler").unwrap();
     assert!(default
-        .profile
+        .profile()
         .filters
         .iter()
         .all(|f| f.name() != "GpuTopology"));
     let gpu = s.profile("gpu-scheduler").unwrap();
     let w = gpu
-        .profile
+        .profile()
         .scores
         .iter()
         .find(|s| s.plugin.name() == "GpuTopology")

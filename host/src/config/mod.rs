@@ -99,7 +99,7 @@ impl Scheduler {
     pub fn profile(&self, scheduler_name: &str) -> Option<&Framework> {
         self.profiles
             .iter()
-            .find(|f| f.profile.scheduler_name == scheduler_name)
+            .find(|f| f.scheduler_name() == scheduler_name)
     }
 }
 

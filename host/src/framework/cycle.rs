@@ -5,7 +5,9 @@
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-use parking_lot::Mutex;
+use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use rayon::prelude::*;
@@ -63,7 +65,11 @@ struct PluginTrouble {
 
 /// Runs cycles for one profile.
 pub struct Framework {
-    pub profile: Profile,
+    /// Swapped whole when a plugin is reloaded; each cycle takes the
+    /// current one at its start and uses it to the end, so no cycle mixes
+    /// plugin versions.
+    profile: RwLock<Arc<Profile>>,
+    scheduler_name: String,
     pool: rayon::ThreadPool,
     rng: Mutex<StdRng>,
     next_start: AtomicUsize,
@@ -79,15 +85,34 @@ impl Framework {
             .build()
             .expect("building the scheduler thread pool");
         Self {
-            profile,
+            scheduler_name: profile.scheduler_name.clone(),
+            profile: RwLock::new(Arc::new(profile)),
             pool,
             rng: Mutex::new(StdRng::seed_from_u64(seed)),
             next_start: AtomicUsize::new(0),
         }
     }
 
+    /// The profile's name (its `schedulerName`).
+    pub fn scheduler_name(&self) -> &str {
+        &self.scheduler_name
+    }
+
+    /// The current plugin chain.
+    pub fn profile(&self) -> Arc<Profile> {
+        self.profile.read().clone()
+    }
+
+    /// Replaces the chain (for example with a reloaded plugin). Cycles that
+    /// already started finish with the chain they started with.
+    pub fn set_profile(&self, profile: Profile) {
+        *self.profile.write() = Arc::new(profile);
+    }
+
     /// Schedules one pod against the snapshot (which it does not change).
     pub fn schedule(&self, pod: &Pod, snapshot: &Snapshot) -> Outcome {
+        let profile = self.profile();
+        let profile = &*profile;
         let cycle = CYCLE_IDS.fetch_add(1, Ordering::Relaxed);
         let num_nodes = snapshot.num_nodes();
         let mut fit = FitError {
@@ -104,7 +129,7 @@ impl Framework {
         }
         let ctx = CycleContext { pod, snapshot };
         let mut state = CycleState::default();
-        if let Err(reason) = self.pre_filter(&ctx, &mut state, cycle) {
+        if let Err(reason) = self.pre_filter(profile, &ctx, &mut state, cycle) {
             fit.pod_reason = Some(reason);
             return Outcome::Unschedulable(fit);
         }
@@ -118,12 +143,10 @@ impl Framework {
             .chain(all[..start].iter())
             .copied()
             .collect();
-        let to_find =
-            num_feasible_nodes_to_find(num_nodes, self.profile.percentage_of_nodes_to_score);
+        let to_find = num_feasible_nodes_to_find(num_nodes, profile.percentage_of_nodes_to_score);
         let workers = self.pool.current_num_threads();
         let chunk = (to_find / workers).clamp(16, 256);
-        let trouble: Vec<PluginTrouble> = self
-            .profile
+        let trouble: Vec<PluginTrouble> = profile
             .filters
             .iter()
             .map(|_| PluginTrouble::default())
@@ -133,7 +156,7 @@ impl Framework {
         for wave in order.chunks(chunk * workers) {
             let results: Vec<Vec<Option<NodeRejection>>> = self.pool.install(|| {
                 wave.par_chunks(chunk)
-                    .map(|nodes| self.filter_nodes(&ctx, &state, cycle, nodes, &trouble))
+                    .map(|nodes| self.filter_nodes(profile, &ctx, &state, cycle, nodes, &trouble))
                     .collect()
             });
             for (node, verdict) in wave.iter().zip(results.into_iter().flatten()) {
@@ -162,7 +185,7 @@ impl Framework {
                 evaluated_nodes: processed,
                 feasible_nodes: 1,
             }),
-            n => match self.score_nodes(&ctx, &mut state, cycle, &feasible) {
+            n => match self.score_nodes(profile, &ctx, &mut state, cycle, &feasible) {
                 Ok(totals) => {
                     let best = self.select(&totals);
                     Outcome::Scheduled(Placement {
@@ -182,11 +205,12 @@ impl Framework {
     /// calling thread's instance). A rejection is the pod's reason.
     fn pre_filter(
         &self,
+        profile: &Profile,
         ctx: &CycleContext,
         state: &mut CycleState,
         cycle: u64,
     ) -> Result<(), String> {
-        for entry in &self.profile.filters {
+        for entry in &profile.filters {
             match entry {
                 FilterEntry::Native(p) => {
                     p.pre_filter(ctx, state).map_err(|r| r.reasons.join(", "))?;
@@ -194,10 +218,9 @@ impl Framework {
                 FilterEntry::Wasm(w) => wasm_cycle_start(w, ctx, cycle)?,
             }
         }
-        for s in &self.profile.scores {
+        for s in &profile.scores {
             if let ScoreEntry::Wasm(w) = &s.plugin {
-                if !self
-                    .profile
+                if !profile
                     .filters
                     .iter()
                     .any(|f| matches!(f, FilterEntry::Wasm(x) if std::ptr::eq(&**x, &**w)))
@@ -213,6 +236,7 @@ impl Framework {
     /// its first rejection, as upstream.
     fn filter_nodes(
         &self,
+        profile: &Profile,
         ctx: &CycleContext,
         state: &CycleState,
         cycle: u64,
@@ -221,7 +245,7 @@ impl Framework {
     ) -> Vec<Option<NodeRejection>> {
         let mut verdicts: Vec<Option<NodeRejection>> = vec![None; nodes.len()];
         let mut alive: Vec<usize> = (0..nodes.len()).collect();
-        for (entry, trouble) in self.profile.filters.iter().zip(trouble) {
+        for (entry, trouble) in profile.filters.iter().zip(trouble) {
             if alive.is_empty() {
                 break;
             }
@@ -306,17 +330,17 @@ impl Framework {
     /// nodes; returns the weighted totals in the same order.
     fn score_nodes(
         &self,
+        profile: &Profile,
         ctx: &CycleContext,
         state: &mut CycleState,
         cycle: u64,
         feasible: &[&NodeInfo],
     ) -> Result<Vec<i64>, String> {
         let mut totals = vec![0i64; feasible.len()];
-        for (s, scores) in self
-            .profile
+        for (s, scores) in profile
             .scores
             .iter()
-            .zip(self.plugin_scores(ctx, state, cycle, feasible)?)
+            .zip(self.plugin_scores(profile, ctx, state, cycle, feasible)?)
         {
             if let Some(scores) = scores {
                 for (t, v) in totals.iter_mut().zip(scores) {
@@ -330,12 +354,13 @@ impl Framework {
     /// Each score plugin's normalized scores (`None`: plugin skipped).
     fn plugin_scores(
         &self,
+        profile: &Profile,
         ctx: &CycleContext,
         state: &mut CycleState,
         cycle: u64,
         feasible: &[&NodeInfo],
     ) -> Result<Vec<Option<Vec<i64>>>, String> {
-        for s in &self.profile.scores {
+        for s in &profile.scores {
             if let ScoreEntry::Native(p) = &s.plugin {
                 p.pre_score(ctx, state, feasible)
                     .map_err(|e| format!("plugin {} PreScore: {e}", p.name()))?;
@@ -345,7 +370,7 @@ impl Framework {
         let workers = self.pool.current_num_threads();
         let chunk = feasible.len().div_ceil(workers).max(1);
         let mut out = Vec::new();
-        for s in &self.profile.scores {
+        for s in &profile.scores {
             let scores = match &s.plugin {
                 ScoreEntry::Native(p) => {
                     let mut scores: Vec<i64> = self
@@ -443,6 +468,8 @@ impl Framework {
     /// plugins, not only the first rejection; scores of all plugins on the
     /// feasible nodes): the answer to "why did my pod land there?".
     pub fn explain(&self, pod: &Pod, snapshot: &Snapshot) -> Explanation {
+        let profile = self.profile();
+        let profile = &*profile;
         let cycle = CYCLE_IDS.fetch_add(1, Ordering::Relaxed);
         let ctx = CycleContext { pod, snapshot };
         let mut state = CycleState::default();
@@ -462,11 +489,11 @@ impl Framework {
         if out.pod_reason.is_some() {
             return out;
         }
-        if let Err(reason) = self.pre_filter(&ctx, &mut state, cycle) {
+        if let Err(reason) = self.pre_filter(profile, &ctx, &mut state, cycle) {
             out.pod_reason = Some(reason);
             return out;
         }
-        for entry in &self.profile.filters {
+        for entry in &profile.filters {
             let verdicts: Vec<FilterVerdict> = match entry {
                 FilterEntry::Native(p) => nodes
                     .iter()
@@ -507,12 +534,12 @@ impl Framework {
             return out;
         }
         // Raw scores are recomputed separately so the table can show both.
-        for s in &self.profile.scores {
+        for s in &profile.scores {
             if let ScoreEntry::Native(p) = &s.plugin {
                 let _ = p.pre_score(&ctx, &mut state, &feasible);
             }
         }
-        for s in &self.profile.scores {
+        for s in &profile.scores {
             let (raw, normalized): (Result<Vec<i64>, String>, Result<Vec<i64>, String>) =
                 match &s.plugin {
                     ScoreEntry::Native(p) => {

@@ -55,6 +55,27 @@ pub struct Profile {
     pub percentage_of_nodes_to_score: Option<u32>,
 }
 
+impl Profile {
+    /// Each wasm plugin of the chain once, in chain order.
+    pub fn wasm_plugins(&self) -> Vec<Arc<WasmPlugin>> {
+        let mut out: Vec<Arc<WasmPlugin>> = Vec::new();
+        let filters = self.filters.iter().filter_map(|f| match f {
+            FilterEntry::Wasm(w) => Some(w),
+            FilterEntry::Native(_) => None,
+        });
+        let scores = self.scores.iter().filter_map(|s| match &s.plugin {
+            ScoreEntry::Wasm(w) => Some(w),
+            ScoreEntry::Native(_) => None,
+        });
+        for w in filters.chain(scores) {
+            if !out.iter().any(|o| Arc::ptr_eq(o, w)) {
+                out.push(w.clone());
+            }
+        }
+        out
+    }
+}
+
 /// Upstream's `numFeasibleNodesToFind`.
 pub fn num_feasible_nodes_to_find(num_all_nodes: usize, percentage: Option<u32>) -> usize {
     const MIN_FEASIBLE: usize = 100;
