@@ -1,10 +1,13 @@
 //! wasmsched: a Kubernetes scheduler whose policies are WebAssembly components.
 
+pub mod bench;
 pub mod config;
 pub mod framework;
 pub mod manifest;
+pub mod metrics;
 pub mod model;
 pub mod output;
 pub mod plugins;
+pub mod reload;
 pub mod simulate;
 pub mod wasm;

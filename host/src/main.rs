@@ -29,6 +29,8 @@ enum Command {
     /// Plugin tools.
     #[command(subcommand)]
     Plugin(PluginCommand),
+    /// Benchmark the scheduling engine on a synthetic cluster (in process).
+    Bench(BenchArgs),
     /// Print the built-in default configuration's profiles and plugins.
     Profiles {
         /// Configuration file (default: the built-in configuration).
@@ -61,6 +63,32 @@ struct SimulateArgs {
     all_pods: bool,
 }
 
+#[derive(clap::Args)]
+struct BenchArgs {
+    /// Nodes in the synthetic cluster.
+    #[arg(long, default_value_t = 5000)]
+    nodes: usize,
+    /// Pending pods to schedule.
+    #[arg(long, default_value_t = 10000)]
+    pods: usize,
+    /// Seed of the generator and the tie-break.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Which plugins run.
+    #[arg(long, value_enum, default_value_t = wasmsched::bench::Scenario::Wasm)]
+    scenario: wasmsched::bench::Scenario,
+    /// Worker threads evaluating nodes.
+    #[arg(long, default_value_t = 2)]
+    workers: usize,
+    /// Run every scenario (each in its own process, so peak RSS is its
+    /// own) and print the Markdown table of BENCHMARKS.md.
+    #[arg(long)]
+    all: bool,
+    /// Output format of a single run.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    output: Format,
+}
+
 #[derive(Copy, Clone, ValueEnum)]
 enum Format {
     Table,
@@ -72,10 +100,27 @@ enum PluginCommand {
     /// Validate a component against the contract: exports, contract
     /// version, size, compile time, and the init call with ARGS.
     Check {
+        /// The component: `.wasm`, or compressed `.wasm.gz` / `.wasm.zst`.
         file: PathBuf,
         /// Plugin args as JSON.
         #[arg(long, default_value = "{}")]
         args: String,
+        /// Precompiled-component cache directory: reports whether the
+        /// module came from it, and fills it.
+        #[arg(long, env = "WASMSCHED_PLUGIN_CACHE", value_name = "DIR")]
+        cache_dir: Option<PathBuf>,
+    },
+    /// Load a configuration, watch its wasm plugins' files and reload them
+    /// as a running scheduler does, printing one line per reload event
+    /// (new version, rejection with its cause, deleted file). Runs until
+    /// interrupted (Ctrl-C).
+    Watch {
+        /// Scheduler configuration whose `wasmPlugins` paths are watched.
+        #[arg(long)]
+        config: PathBuf,
+        /// Quiet period after the last file event before a check.
+        #[arg(long, default_value = "200ms", value_parser = humantime::parse_duration)]
+        debounce: std::time::Duration,
     },
 }
 
@@ -141,17 +186,55 @@ fn run(command: Command) -> Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Plugin(PluginCommand::Check { file, args }) => {
-            let bytes = std::fs::read(&file).with_context(|| format!("{}", file.display()))?;
-            let module = wasm::PluginModule::compile(&bytes)
+        Command::Bench(a) => bench(a),
+        Command::Plugin(PluginCommand::Watch { config, debounce }) => {
+            plugin_watch(config, debounce)
+        }
+        Command::Plugin(PluginCommand::Check {
+            file,
+            args,
+            cache_dir,
+        }) => {
+            let source = wasm::source::read(&file)?;
+            let disk = cache_dir
+                .map(|d| {
+                    wasm::DiskCache::new(&d).with_context(|| format!("cache dir {}", d.display()))
+                })
+                .transpose()?;
+            let (module, report) = wasm::PluginModule::compile_with(&source.bytes, disk.as_ref())
                 .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
-            println!("file:        {}", file.display());
+            match source.compression {
+                wasm::source::Compression::None => println!("file:        {}", file.display()),
+                c => println!(
+                    "file:        {} ({}, {} bytes)",
+                    file.display(),
+                    c.as_str(),
+                    source.file_size
+                ),
+            }
             println!("size:        {} bytes", module.size);
             println!("sha256:      {}", module.digest);
+            let how = match report.origin {
+                wasm::Origin::Disk => "loaded from the disk cache",
+                _ => "compiled",
+            };
             println!(
-                "compile:     {:.1} ms",
-                module.compile_time.as_secs_f64() * 1e3
+                "compile:     {:.1} ms ({how})",
+                report.elapsed.as_secs_f64() * 1e3
             );
+            match (&disk, report.origin) {
+                (None, _) => println!("cache:       off (--cache-dir or WASMSCHED_PLUGIN_CACHE)"),
+                (Some(_), wasm::Origin::Disk) => println!("cache:       hit"),
+                (Some(d), _) => println!(
+                    "cache:       miss{}; stored in {}",
+                    report
+                        .cache_note
+                        .as_deref()
+                        .map(|n| format!(" ({n})"))
+                        .unwrap_or_default(),
+                    d.dir().display()
+                ),
+            }
             println!("contract:    wasmsched:plugin@{}", wasm::CONTRACT_VERSION);
             println!("exports:     {}", module.exports);
             let started = Instant::now();
@@ -202,4 +285,128 @@ fn run(command: Command) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+fn bench(a: BenchArgs) -> Result<ExitCode> {
+    use wasmsched::bench::{self, BenchResult, Scenario};
+    if !a.all {
+        let spec = bench::Spec {
+            nodes: a.nodes,
+            pods: a.pods,
+            seed: a.seed,
+        };
+        let r = bench::run(
+            spec,
+            a.scenario,
+            a.workers,
+            matches!(a.output, Format::Table),
+        )?;
+        match a.output {
+            Format::Json => println!("{}", serde_json::to_string(&r)?),
+            Format::Table => {
+                println!(
+                    "{:?} x{}: {} nodes, {} pods: {:.0} pods/s, p50 {:.2} ms, p99 {:.2} ms, peak RSS {:.0} MiB ({} scheduled, {} unschedulable)",
+                    r.scenario, r.workers, r.nodes, r.pods, r.pods_per_second, r.p50_ms, r.p99_ms, r.peak_rss_mib, r.scheduled, r.unschedulable
+                );
+                for (plugin, point, ms, calls) in &r.plugins {
+                    println!("  {plugin:<34} {point:<10} {ms:>10.1} ms  {calls:>9} calls");
+                }
+            }
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let exe = std::env::current_exe()?;
+    let native = cfg!(feature = "native-builtins");
+    let mut runs = vec![(Scenario::Core, a.workers), (Scenario::Wasm, a.workers)];
+    if native {
+        runs.push((Scenario::Native, a.workers));
+    }
+    runs.push((Scenario::Wasm, 1));
+    if a.workers != 2 {
+        runs.push((Scenario::Wasm, 2));
+    }
+    let mut results: Vec<BenchResult> = Vec::new();
+    for (scenario, workers) in runs {
+        eprintln!("running {scenario:?} with {workers} worker(s)...");
+        let name = serde_json::to_value(scenario)?
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let out = std::process::Command::new(&exe)
+            .args(["bench", "--output", "json", "--scenario", &name])
+            .args([
+                "--nodes",
+                &a.nodes.to_string(),
+                "--pods",
+                &a.pods.to_string(),
+            ])
+            .args([
+                "--seed",
+                &a.seed.to_string(),
+                "--workers",
+                &workers.to_string(),
+            ])
+            .stderr(std::process::Stdio::inherit())
+            .output()?;
+        anyhow::ensure!(out.status.success(), "bench {name} x{workers} failed");
+        results.push(serde_json::from_slice(&out.stdout)?);
+    }
+    println!("| scenario | workers | nodes | pods | scheduled | pods/s | p50 ms | p99 ms | peak RSS MiB |");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for r in &results {
+        println!(
+            "| {:?} | {} | {} | {} | {} | {:.0} | {:.2} | {:.2} | {:.0} |",
+            r.scenario,
+            r.workers,
+            r.nodes,
+            r.pods,
+            r.scheduled,
+            r.pods_per_second,
+            r.p50_ms,
+            r.p99_ms,
+            r.peak_rss_mib
+        );
+    }
+    for r in &results {
+        println!("\nTime per plugin and extension point, {:?} x{} (ms, summed over worker threads for Filter):\n", r.scenario, r.workers);
+        println!("| plugin | extension point | ms | calls |");
+        println!("|---|---|---:|---:|");
+        for (plugin, point, ms, calls) in &r.plugins {
+            println!("| {plugin} | {point} | {ms:.1} | {calls} |");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `wasmsched plugin watch`: the reload machinery of a running scheduler,
+/// without a cluster, printing each reload event.
+fn plugin_watch(path: PathBuf, debounce: std::time::Duration) -> Result<ExitCode> {
+    use std::sync::Arc;
+    use wasmsched::reload;
+    let config_path = Some(path);
+    let (file, base) = load_config(&config_path)?;
+    if config::plugin_files(&file, &base).is_empty() {
+        anyhow::bail!(
+            "config {}: no wasmPlugins entry with a path to watch",
+            config_path.as_ref().unwrap().display()
+        );
+    }
+    let scheduler = Arc::new(build_scheduler(&config_path, &file, &base, 0)?);
+    let options = reload::Options {
+        debounce,
+        ..Default::default()
+    };
+    let reloader = Arc::new(reload::Reloader::from_config(
+        scheduler, &file, &base, options,
+    )?);
+    let events = reloader.subscribe();
+    let watcher = reload::PluginWatcher::start(reloader)?;
+    for status in watcher.reloader().status() {
+        print!("{status}");
+    }
+    println!("watching; Ctrl-C to stop");
+    for event in events {
+        println!("{event}");
+    }
+    Ok(ExitCode::SUCCESS)
 }

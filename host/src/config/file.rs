@@ -27,6 +27,10 @@ pub struct ConfigFile {
     /// Wasm components and how to run them.
     #[serde(default)]
     pub wasm_plugins: Vec<WasmPluginFile>,
+    /// Directory of precompiled components (relative to this file), so a
+    /// restart does not compile again. Absent: `$WASMSCHED_PLUGIN_CACHE`,
+    /// else no disk cache. See docs/plugin-lifecycle.md.
+    pub plugin_cache_dir: Option<PathBuf>,
 }
 
 /// `profiles[]`.

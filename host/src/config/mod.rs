@@ -12,7 +12,9 @@ use thiserror::Error;
 
 use crate::framework::{FilterEntry, Framework, Profile, ScoreEntry, WeightedScore};
 use crate::plugins;
-use crate::wasm::{builtin, FailurePolicy, Limits, PluginModule, WasmPlugin, WasmSettings};
+use crate::wasm::{
+    builtin, DiskCache, FailurePolicy, Limits, PluginModule, WasmPlugin, WasmSettings,
+};
 
 pub use file::ConfigFile;
 
@@ -84,6 +86,8 @@ struct WasmSpec {
     failure_policy: FailurePolicy,
     /// Field path of its `wasmPlugins` entry, for errors.
     field: String,
+    /// Precompiled components on disk (`pluginCacheDir`).
+    cache: Option<DiskCache>,
 }
 
 /// Every profile, ready to schedule.
@@ -117,7 +121,30 @@ fn duration(field: &str, s: &Option<String>, default: Duration) -> Result<Durati
     }
 }
 
+/// The precompiled-component cache: `pluginCacheDir` (relative to
+/// `base`), else `$WASMSCHED_PLUGIN_CACHE`, else none. Creates the directory.
+pub fn plugin_cache(file: &ConfigFile, base: &Path) -> Result<Option<DiskCache>, ConfigError> {
+    let (field, dir) = match (&file.plugin_cache_dir, DiskCache::env_dir()) {
+        (Some(d), _) => ("pluginCacheDir", base.join(d)),
+        (None, Some(d)) => (crate::wasm::cache::CACHE_ENV, d),
+        (None, None) => return Ok(None),
+    };
+    DiskCache::new(&dir)
+        .map(Some)
+        .map_err(|e| err(field, format!("{}: {e}", dir.display())))
+}
+
+/// The component file of each `wasmPlugins` entry that has a `path`
+/// (resolved against `base`), in file order: what hot reload watches.
+pub fn plugin_files(file: &ConfigFile, base: &Path) -> Vec<(String, std::path::PathBuf)> {
+    file.wasm_plugins
+        .iter()
+        .filter_map(|w| Some((w.name.clone(), base.join(w.path.as_ref()?))))
+        .collect()
+}
+
 fn wasm_specs(file: &ConfigFile, base: &Path) -> Result<HashMap<String, WasmSpec>, ConfigError> {
+    let cache = plugin_cache(file, base)?;
     let mut specs = HashMap::new();
     for (name, krate, _) in BUILTIN_WASM {
         if let Some((_, bytes)) = builtin::BUILTIN.iter().find(|(c, _)| c == krate) {
@@ -128,6 +155,7 @@ fn wasm_specs(file: &ConfigFile, base: &Path) -> Result<HashMap<String, WasmSpec
                     limits: Limits::default(),
                     failure_policy: FailurePolicy::Fail,
                     field: format!("built-in plugin {name}"),
+                    cache: cache.clone(),
                 },
             );
         }
@@ -189,6 +217,7 @@ fn wasm_specs(file: &ConfigFile, base: &Path) -> Result<HashMap<String, WasmSpec
                 limits,
                 failure_policy: w.failure_policy.unwrap_or_default(),
                 field,
+                cache: cache.clone(),
             },
         );
     }
@@ -539,17 +568,15 @@ fn compile(
             std::borrow::Cow::Borrowed(*bytes),
         ),
         Source::File(p) => {
-            let bytes = std::fs::read(p).map_err(|e| {
-                err(
-                    format!("{}.path", spec.field),
-                    format!("{}: {e}", p.display()),
-                )
-            })?;
-            (p.display().to_string(), std::borrow::Cow::Owned(bytes))
+            // Follows symlinks; `.wasm.gz` / `.wasm.zst` are decompressed.
+            let file = crate::wasm::source::read(p)
+                .map_err(|e| err(format!("{}.path", spec.field), e.to_string()))?;
+            (p.display().to_string(), std::borrow::Cow::Owned(file.bytes))
         }
     };
-    let module = PluginModule::compile(&bytes)
+    let (module, report) = PluginModule::compile_with(&bytes, spec.cache.as_ref())
         .map_err(|e| err(format!("{}.path", spec.field), format!("{label}: {e}")))?;
+    crate::metrics::Metrics::global().observe_compile(name, &report);
     modules.insert(name.to_string(), module.clone());
     list.push((name.to_string(), module.clone()));
     Ok(module)

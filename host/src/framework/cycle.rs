@@ -6,6 +6,7 @@
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use parking_lot::{Mutex, RwLock};
 use rand::rngs::StdRng;
@@ -20,6 +21,7 @@ use super::fit_error::FitError;
 use super::interface::{CycleContext, CycleState, MAX_NODE_SCORE};
 use super::node_info::{NodeInfo, Snapshot};
 use super::profile::{num_feasible_nodes_to_find, FilterEntry, Profile, ScoreEntry};
+use super::timings::Timings;
 
 static CYCLE_IDS: AtomicU64 = AtomicU64::new(1);
 
@@ -73,6 +75,8 @@ pub struct Framework {
     pool: rayon::ThreadPool,
     rng: Mutex<StdRng>,
     next_start: AtomicUsize,
+    /// CPU time per plugin and extension point.
+    pub timings: Timings,
 }
 
 impl Framework {
@@ -90,6 +94,7 @@ impl Framework {
             pool,
             rng: Mutex::new(StdRng::seed_from_u64(seed)),
             next_start: AtomicUsize::new(0),
+            timings: Timings::default(),
         }
     }
 
@@ -211,6 +216,7 @@ impl Framework {
         cycle: u64,
     ) -> Result<(), String> {
         for entry in &profile.filters {
+            let _record = Record(&self.timings, entry.name(), "PreFilter", Instant::now());
             match entry {
                 FilterEntry::Native(p) => {
                     p.pre_filter(ctx, state).map_err(|r| r.reasons.join(", "))?;
@@ -249,6 +255,8 @@ impl Framework {
             if alive.is_empty() {
                 break;
             }
+            let started = Instant::now();
+            let _record = Record(&self.timings, entry.name(), "Filter", started);
             match entry {
                 FilterEntry::Native(p) => alive.retain(|&i| match p.filter(ctx, state, nodes[i]) {
                     Ok(()) => true,
@@ -362,6 +370,7 @@ impl Framework {
     ) -> Result<Vec<Option<Vec<i64>>>, String> {
         for s in &profile.scores {
             if let ScoreEntry::Native(p) = &s.plugin {
+                let _record = Record(&self.timings, p.name(), "PreScore", Instant::now());
                 p.pre_score(ctx, state, feasible)
                     .map_err(|e| format!("plugin {} PreScore: {e}", p.name()))?;
             }
@@ -371,6 +380,7 @@ impl Framework {
         let chunk = feasible.len().div_ceil(workers).max(1);
         let mut out = Vec::new();
         for s in &profile.scores {
+            let _record = Record(&self.timings, s.plugin.name(), "Score", Instant::now());
             let scores = match &s.plugin {
                 ScoreEntry::Native(p) => {
                     let mut scores: Vec<i64> = self
@@ -651,4 +661,14 @@ pub struct Explanation {
     /// A reason that rejects the pod on every node.
     pub pod_reason: Option<String>,
     pub nodes: Vec<NodeExplanation>,
+}
+
+/// Records the time from its creation to its drop (so early `continue`s
+/// are timed too).
+struct Record<'a>(&'a Timings, &'a str, &'static str, Instant);
+
+impl Drop for Record<'_> {
+    fn drop(&mut self) {
+        self.0.record(self.1, self.2, self.3.elapsed());
+    }
 }

@@ -6,6 +6,7 @@ pub mod interface;
 pub mod node_info;
 pub mod profile;
 pub mod queue;
+pub mod timings;
 
 pub use cycle::{Explanation, Framework, Outcome, Placement};
 pub use fit_error::FitError;

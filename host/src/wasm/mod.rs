@@ -3,13 +3,16 @@
 //! cluster current.
 
 pub mod bindings;
+pub mod cache;
 mod convert;
 pub mod engine;
 pub mod error;
 pub mod instance;
 pub mod module;
 pub mod plugin;
+pub mod source;
 
+pub use cache::{CompileReport, DiskCache, Origin};
 pub use error::{FailureKind, PluginFailure};
 pub use instance::Limits;
 pub use module::{Exports, LoadError, PluginModule, CONTRACT_VERSION};

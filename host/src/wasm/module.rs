@@ -10,6 +10,7 @@ use sha2::{Digest, Sha256};
 use wasmtime::component::{Component, InstancePre, Linker};
 
 use super::bindings::{deletion_cost, filter, lifecycle, normalize_score, score};
+use super::cache::{CompileReport, DiskCache, Lookup, Origin};
 use super::engine::engine;
 use super::instance::HostState;
 
@@ -90,6 +91,18 @@ impl PluginModule {
     /// Compiled modules are shared process-wide by content digest, so
     /// several profiles (or reloads of unchanged bytes) compile once.
     pub fn compile(bytes: &[u8]) -> Result<Arc<Self>, LoadError> {
+        Self::compile_with(bytes, None).map(|(m, _)| m)
+    }
+
+    /// [`compile`](Self::compile) with a precompiled cache on disk: a
+    /// module not yet compiled in this process is loaded from `disk` when
+    /// an entry for its digest and this engine exists (a corrupt or stale
+    /// entry is deleted and rebuilt), else compiled and, once it passed
+    /// the contract checks, stored there. Also says where it came from.
+    pub fn compile_with(
+        bytes: &[u8],
+        disk: Option<&DiskCache>,
+    ) -> Result<(Arc<Self>, CompileReport), LoadError> {
         static COMPILED: OnceLock<Mutex<HashMap<String, Weak<PluginModule>>>> = OnceLock::new();
         if bytes.len() < 8 || &bytes[0..4] != b"\0asm" {
             return Err(LoadError::NotWasm);
@@ -100,31 +113,79 @@ impl PluginModule {
         let digest = hex::encode(Sha256::digest(bytes));
         let cache = COMPILED.get_or_init(Default::default);
         if let Some(m) = cache.lock().get(&digest).and_then(Weak::upgrade) {
-            return Ok(m);
+            let report = CompileReport {
+                origin: Origin::Memory,
+                elapsed: std::time::Duration::ZERO,
+                cache_note: None,
+            };
+            return Ok((m, report));
         }
-        let module = Self::compile_uncached(bytes, digest.clone())?;
+        let (module, report) = Self::compile_uncached(bytes, digest.clone(), disk)?;
         let mut cache = cache.lock();
         cache.retain(|_, m| m.strong_count() > 0);
         cache.insert(digest, Arc::downgrade(&module));
-        Ok(module)
+        Ok((module, report))
     }
 
-    fn compile_uncached(bytes: &[u8], digest: String) -> Result<Arc<Self>, LoadError> {
+    fn compile_uncached(
+        bytes: &[u8],
+        digest: String,
+        disk: Option<&DiskCache>,
+    ) -> Result<(Arc<Self>, CompileReport), LoadError> {
         let started = Instant::now();
-        let component = Component::new(engine(), bytes).map_err(|e| {
-            LoadError::Compile(
-                format!("{e:#}")
-                    .lines()
-                    .next()
-                    .unwrap_or_default()
-                    .to_string(),
-            )
-        })?;
+        let mut cache_note = None;
+        let cached = disk.and_then(|d| match d.load(&digest) {
+            Lookup::Hit(c) => Some(c),
+            Lookup::Miss => None,
+            Lookup::Discarded(why) => {
+                cache_note = Some(format!("cache entry discarded: {why}"));
+                None
+            }
+        });
+        let origin = if cached.is_some() {
+            Origin::Disk
+        } else {
+            Origin::Compiled
+        };
+        let component = match cached {
+            Some(c) => c,
+            None => Component::new(engine(), bytes).map_err(|e| {
+                LoadError::Compile(
+                    format!("{e:#}")
+                        .lines()
+                        .next()
+                        .unwrap_or_default()
+                        .to_string(),
+                )
+            })?,
+        };
         let compile_time = started.elapsed();
-        check_version(&component)?;
+        let module = Self::from_component(&component, bytes.len(), digest, compile_time)?;
+        if let (Origin::Compiled, Some(d)) = (origin, disk) {
+            if let Err(e) = d.store(&module.digest, &component) {
+                tracing::warn!(dir = %d.dir().display(), error = %e, "could not write the plugin cache entry");
+                cache_note = Some(format!("cache write failed: {e}"));
+            }
+        }
+        let report = CompileReport {
+            origin,
+            elapsed: compile_time,
+            cache_note,
+        };
+        Ok((module, report))
+    }
+
+    /// The contract checks, on a compiled component.
+    fn from_component(
+        component: &Component,
+        size: usize,
+        digest: String,
+        compile_time: std::time::Duration,
+    ) -> Result<Arc<Self>, LoadError> {
+        check_version(component)?;
         let linker = linker().map_err(|e| LoadError::Imports(format!("{e:#}")))?;
         let pre = linker
-            .instantiate_pre(&component)
+            .instantiate_pre(component)
             .map_err(|e| LoadError::Imports(format!("{e:#}")))?;
         let lifecycle =
             lifecycle::GuestIndices::new(&pre).map_err(|e| LoadError::Contract(e.to_string()))?;
@@ -148,7 +209,7 @@ impl PluginModule {
         }
         Ok(Arc::new(Self {
             digest,
-            size: bytes.len(),
+            size,
             exports,
             compile_time,
             pre,

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use crate::framework::{Change, Snapshot};
+use crate::framework::Snapshot;
 use crate::model::Pod;
 
 use super::bindings::types as wit;
@@ -147,14 +147,14 @@ impl WasmPlugin {
                 &self.settings.args,
             )?;
             self.stats.instances_created.fetch_add(1, Ordering::Relaxed);
-            inst.apply(&deltas(&snapshot.as_changes()), true)?;
+            inst.apply(&convert::deltas(&snapshot.as_changes()), true)?;
             inst.applied = generation;
             *slot = Some(inst);
         }
         let inst = slot.as_mut().expect("instance was just ensured");
         if inst.applied != generation {
             let changes = snapshot.changes_since(inst.applied).unwrap_or_default();
-            inst.apply(&deltas(changes), false)?;
+            inst.apply(&convert::deltas(changes), false)?;
             inst.applied = generation;
         }
         if let Some((id, pod)) = cycle {
@@ -221,24 +221,6 @@ impl WasmPlugin {
     pub fn record_failure(&self, failure: &PluginFailure) {
         self.stats.record(failure);
     }
-}
-
-fn deltas(changes: &[Change]) -> Vec<wit::Delta> {
-    changes
-        .iter()
-        .map(|c| match c {
-            Change::NodeSet(i, n) => wit::Delta::NodeSet((*i, convert::node(n))),
-            Change::NodeRemove(i) => wit::Delta::NodeRemove(*i),
-            Change::PodAdd(i, p) => wit::Delta::PodAdd(wit::Placement {
-                node: *i,
-                pod: convert::pod(p),
-            }),
-            Change::PodRemove(i, uid) => wit::Delta::PodRemove(wit::Removal {
-                node: *i,
-                pod_uid: uid.clone(),
-            }),
-        })
-        .collect()
 }
 
 /// Out-of-range scores are the plugin's failure, like a trap.

@@ -60,6 +60,7 @@ struct Args {
     model_matching: Option<ModelMatching>,
     topology_penalty: Option<u32>,
     fractional: Option<bool>,
+    cpu_pods_avoid_gpu_nodes: Option<bool>,
 }
 
 /// The validated configuration.
@@ -81,6 +82,10 @@ pub struct Config {
     pub topology_penalty: i64,
     /// Whether pods asking for GPU memory but no whole GPU share GPUs.
     pub fractional: bool,
+    /// Whether pods that use no GPU score nodes without GPUs 100 and GPU
+    /// nodes by how many of their GPUs are in use (0 when all are free),
+    /// rather than 0 everywhere (the origin).
+    pub cpu_pods_avoid_gpu_nodes: bool,
 }
 
 pub const MAX_WEIGHT: u32 = 1000;
@@ -98,6 +103,7 @@ impl Default for Config {
             model_matching: ModelMatching::Tokens,
             topology_penalty: 20,
             fractional: true,
+            cpu_pods_avoid_gpu_nodes: true,
         }
     }
 }
@@ -221,7 +227,33 @@ impl Config {
         if let Some(f) = args.fractional {
             cfg.fractional = f;
         }
+        if let Some(a) = args.cpu_pods_avoid_gpu_nodes {
+            cfg.cpu_pods_avoid_gpu_nodes = a;
+        }
         Ok(cfg)
+    }
+
+    /// The effective configuration in one line, with the args' names (the
+    /// plugin logs it at debug level when it starts).
+    pub fn summary(&self) -> String {
+        let policy = match self.policy {
+            Policy::Binpack => "binpack",
+            Policy::Spread => "spread",
+            Policy::Origin => "origin",
+        };
+        format!(
+            "policy {policy}, fitWeight {}, utilizationWeight {}, unknownUtilization {}% \
+             (nodes without {} annotation or {} metric), topologyPenalty {}, \
+             fractional {}, cpuPodsAvoidGpuNodes {}",
+            self.fit_weight,
+            self.utilization_weight,
+            self.unknown_utilization_pct,
+            self.utilization_annotation,
+            self.utilization_metric,
+            self.topology_penalty,
+            self.fractional,
+            self.cpu_pods_avoid_gpu_nodes,
+        )
     }
 
     /// The matching rule for a pod asking for model `wanted`, resolved

@@ -5,11 +5,15 @@
 //! node with enough *free* GPUs of the requested model and memory. Score:
 //! a packing term (`binpack`, `spread` or the origin formula) mixed with
 //! the node's GPU utilization, minus a penalty when the GPUs the pod would
-//! get span more NVLink domains than necessary. Every formula, label and
-//! annotation is documented in docs/gpu-topology.md.
+//! get span more NVLink domains than necessary. A pod that uses no GPU
+//! prefers nodes without GPUs (`cpuPodsAvoidGpuNodes`). Every formula,
+//! label and annotation is documented in docs/gpu-topology.md.
 
 mod args;
 pub mod gpus;
+
+use std::cell::RefCell;
+use std::collections::HashSet;
 
 pub use args::{Config, ModelMatching, ModelRule, Policy};
 
@@ -41,7 +45,11 @@ pub const ANN_TOPOLOGY: &str = "gpu.nvidia.com/topology";
 pub const METRIC_UTILIZATION: &str = "DCGM_FI_DEV_GPU_UTIL";
 
 /// Rejection reasons (countable: no names or numbers).
+///
+/// The node has fewer GPUs than requested whatever runs on it (or none).
 pub const NOT_ENOUGH_GPUS: &str = "Not enough GPUs";
+/// The node has enough GPUs, but not enough of them are free.
+pub const NOT_ENOUGH_FREE_GPUS: &str = "Not enough free GPUs";
 pub const MODEL_MISMATCH: &str = "GPU model mismatch";
 pub const NOT_ENOUGH_MEMORY: &str = "Not enough GPU memory";
 pub const NOT_ENOUGH_FREE_MEMORY: &str = "Not enough free GPU memory";
@@ -59,7 +67,7 @@ pub struct Demand {
 }
 
 /// The current cycle's demand; `None` for a pod that uses no GPU (it
-/// passes Filter and scores 0 everywhere).
+/// passes Filter everywhere and is scored by [`GpuTopology::cpu_pod_score`]).
 pub struct Cycle(Option<Demand>);
 
 /// Where a pod would go on a node, and what scoring needs to know.
@@ -77,10 +85,25 @@ pub struct Placement {
     pub extra_domains: u32,
     /// GPU utilization in percent (the configured default when unknown).
     pub utilization_pct: u32,
+    /// Whether the node said its utilization (annotation or metric).
+    pub utilization_known: bool,
 }
 
 pub struct GpuTopology {
     cfg: Config,
+    /// Nodes this instance has logged "utilization unknown" for (once
+    /// each; only touched when a node's utilization is unknown).
+    unknown_logged: RefCell<HashSet<String>>,
+}
+
+/// Logs at debug level through the host (`--log wasmsched=debug` shows
+/// it). Only in the component: natively (unit tests, the host's native
+/// benchmark build) the SDK would print to stderr.
+fn debug(message: impl FnOnce() -> String) {
+    #[cfg(target_arch = "wasm32")]
+    wasmsched_plugin_sdk::log(wasmsched_plugin_sdk::types::LogLevel::Debug, &message());
+    #[cfg(not(target_arch = "wasm32"))]
+    let _ = message;
 }
 
 fn bad_annotation(name: &str, value: &str, why: &str) -> String {
@@ -89,7 +112,10 @@ fn bad_annotation(name: &str, value: &str, why: &str) -> String {
 
 impl GpuTopology {
     pub fn new(cfg: Config) -> Self {
-        GpuTopology { cfg }
+        GpuTopology {
+            cfg,
+            unknown_logged: RefCell::new(HashSet::new()),
+        }
     }
 
     pub fn config(&self) -> &Config {
@@ -152,8 +178,8 @@ impl GpuTopology {
         if d.memory_mib > 0 && g.memory_mib.is_none_or(|m| d.memory_mib > m) {
             return Err(reject_unresolvable(NOT_ENOUGH_MEMORY));
         }
-        let utilization_pct =
-            gpus::utilization_pct(node, &self.cfg)?.unwrap_or(self.cfg.unknown_utilization_pct);
+        let known = gpus::utilization_pct(node, &self.cfg)?;
+        let utilization_pct = known.unwrap_or(self.cfg.unknown_utilization_pct);
         let domains = gpus::topology(node, g.capacity)?;
         let (slots, free) = gpus::slots(ns, &g, &self.cfg)?;
         let placement = |gpus, joins_shared, extra_domains| Placement {
@@ -163,10 +189,11 @@ impl GpuTopology {
             joins_shared,
             extra_domains,
             utilization_pct,
+            utilization_known: known.is_some(),
         };
         if d.whole > 0 {
             if free < d.whole {
-                return Err(reject(NOT_ENOUGH_GPUS));
+                return Err(reject(NOT_ENOUGH_FREE_GPUS));
             }
             let (chosen, extra) = gpus::choose_whole(&slots, domains.as_deref(), d.whole);
             Ok(placement(chosen, false, extra))
@@ -207,6 +234,47 @@ impl GpuTopology {
         (base - self.cfg.topology_penalty * p.extra_domains as i64).clamp(0, 100)
     }
 
+    /// The score of a node for a pod that uses no GPU. With
+    /// `cpuPodsAvoidGpuNodes` (the default): 100 on a node without GPUs,
+    /// `50 * (C - F) / C` on a node with `C` GPUs of which `F` are free (0
+    /// when untouched, 50 when every GPU is taken), and 0 on a node whose
+    /// GPU labels or placed pods' GPU annotations are invalid. Without it:
+    /// 0 everywhere, as in the origin.
+    pub fn cpu_pod_score(&self, ns: &NodeState) -> i64 {
+        if !self.cfg.cpu_pods_avoid_gpu_nodes {
+            return 0;
+        }
+        let Ok(g) = gpus::read_labels(&ns.node) else {
+            return 0;
+        };
+        if g.capacity == 0 {
+            return 100;
+        }
+        match gpus::slots(ns, &g, &self.cfg) {
+            Ok((_, free)) => 50 * (g.capacity - free.min(g.capacity)) as i64 / g.capacity as i64,
+            Err(_) => 0,
+        }
+    }
+
+    /// Logs at debug level, once per node and instance, that the node's
+    /// utilization is unknown and which value stands in for it.
+    fn note_unknown_utilization(&self, node: &str) {
+        let mut logged = self.unknown_logged.borrow_mut();
+        if logged.contains(node) {
+            return;
+        }
+        logged.insert(node.to_string());
+        debug(|| {
+            format!(
+                "node {node}: GPU utilization unknown (no {} annotation, no {} metric); \
+                 scoring it as {}% busy (unknownUtilization)",
+                self.cfg.utilization_annotation,
+                self.cfg.utilization_metric,
+                self.cfg.unknown_utilization_pct
+            )
+        });
+    }
+
     /// The GPU indices `pod` would get on `node` under this configuration:
     /// `Some(vec![])` for a pod that uses no GPU, `None` when the pod's
     /// annotations are invalid or it does not fit.
@@ -229,7 +297,9 @@ impl Plugin for GpuTopology {
     type Cycle = Cycle;
 
     fn init(args: &str) -> Result<Self, String> {
-        Ok(GpuTopology::new(Config::parse(args)?))
+        let cfg = Config::parse(args)?;
+        debug(|| format!("config: {}", cfg.summary()));
+        Ok(GpuTopology::new(cfg))
     }
 
     fn cycle_start(&self, pod: &Pod, _cluster: &Cluster) -> Result<Cycle, String> {
@@ -259,10 +329,16 @@ impl Plugin for GpuTopology {
         // A node Filter rejected is never scored by the host; should it be,
         // it gets 0 rather than failing the pod's cycle.
         Ok(match &cycle.0 {
-            None => 0,
-            Some(d) => self
-                .place(d, node)
-                .map_or(0, |p| self.score_placement(d, &p)),
+            None => self.cpu_pod_score(node),
+            Some(d) => match self.place(d, node) {
+                Ok(p) => {
+                    if !p.utilization_known {
+                        self.note_unknown_utilization(&node.node.name);
+                    }
+                    self.score_placement(d, &p)
+                }
+                Err(_) => 0,
+            },
         })
     }
 }

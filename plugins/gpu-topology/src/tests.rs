@@ -211,7 +211,7 @@ impl Env {
 
     fn apply(&mut self, d: Delta) {
         self.mirror.apply(d.clone());
-        runtime::apply(vec![d]);
+        runtime::apply::<GpuTopology>(vec![d]);
     }
 
     fn add_node(&mut self, n: N) -> u32 {
@@ -334,7 +334,14 @@ fn origin_scores_are_reproduced() {
             "{gpus} GPUs, request {req}, utilization {util}"
         );
     }
-    // No GPU request: 0 everywhere.
+    // No GPU request: 0 everywhere with the origin's behaviour for such
+    // pods; 0 on an untouched GPU node with the default too.
+    let origin_cpu = r#"{"policy": "origin", "cpuPodsAvoidGpuNodes": false}"#;
+    assert_eq!(
+        one(origin_cpu, origin_node(8, "A100", 40960), pod("p")),
+        ok(0)
+    );
+    assert_eq!(one(origin_cpu, node(), pod("p")), ok(0));
     assert_eq!(one(ORIGIN, origin_node(8, "A100", 40960), pod("p")), ok(0));
 }
 
@@ -346,11 +353,11 @@ fn free_gpus_not_the_count_label_decide() {
     env.place(0, gpu_pod("a", 6));
     // 2 free: a 2-GPU pod fits exactly (fit 100), a 3-GPU pod does not.
     assert_eq!(env.eval1(&gpu_pod("p", 2)), ok((100 * 7 + 75 * 3) / 10));
-    assert_eq!(env.eval1(&gpu_pod("p", 3)), no(NOT_ENOUGH_GPUS, false));
+    assert_eq!(env.eval1(&gpu_pod("p", 3)), no(NOT_ENOUGH_FREE_GPUS, false));
     env.place(0, gpu_pod("b", 2));
     // Full: resolvable (evicting pods would help), unlike a node that is
-    // too small whatever runs on it.
-    assert_eq!(env.eval1(&gpu_pod("p", 1)), no(NOT_ENOUGH_GPUS, false));
+    // too small whatever runs on it; the reasons say which.
+    assert_eq!(env.eval1(&gpu_pod("p", 1)), no(NOT_ENOUGH_FREE_GPUS, false));
     assert_eq!(env.eval1(&gpu_pod("p", 9)), no(NOT_ENOUGH_GPUS, true));
     // A full node of the wrong model reports the model, which no eviction
     // fixes (so preemption does not try it).
@@ -534,7 +541,7 @@ fn binpack_fills_partly_used_nodes_first() {
     // but is untouched (95); A leaves 4 and is untouched (55).
     assert_eq!(
         env.eval(&gpu_pod("p", 4)),
-        vec![ok(53), ok(85), no(NOT_ENOUGH_GPUS, false), ok(81)]
+        vec![ok(53), ok(85), no(NOT_ENOUGH_FREE_GPUS, false), ok(81)]
     );
 }
 
@@ -699,7 +706,7 @@ fn fractional_sharing_by_memory() {
         no(NOT_ENOUGH_MEMORY, true)
     );
     // Whole GPUs: only GPU 1 is still whole.
-    assert_eq!(env.eval1(&gpu_pod("w", 2)), no(NOT_ENOUGH_GPUS, false));
+    assert_eq!(env.eval1(&gpu_pod("w", 2)), no(NOT_ENOUGH_FREE_GPUS, false));
     assert!(env.eval1(&gpu_pod("w", 1)).is_ok());
     env.place(0, share("s2", "8192"));
     env.place(0, gpu_pod("w", 1));
@@ -734,7 +741,7 @@ fn fractional_binpack_joins_shared_gpus() {
     // Node 1: left 0, untouched -> 95.
     assert_eq!(
         env.eval(&gpu_pod("w", 2)),
-        vec![no(NOT_ENOUGH_GPUS, false), ok(81)]
+        vec![no(NOT_ENOUGH_FREE_GPUS, false), ok(81)]
     );
     assert_eq!(env.choose(0, &gpu_pod("w", 1)), Some(vec![0]));
 }
@@ -755,8 +762,9 @@ fn fractional_sharing_can_be_disabled() {
         r#"{"fractional": false}"#,
         vec![node(), origin_node(1, "T4", 16384)],
     );
-    // A memory-only pod asks for no GPU: it passes everywhere, scores 0.
-    assert_eq!(env.eval(&pod("p").mem("99999")), vec![ok(0), ok(0)]);
+    // A memory-only pod asks for no GPU: it passes everywhere and is
+    // scored as a CPU pod (the GPU node is untouched: 0).
+    assert_eq!(env.eval(&pod("p").mem("99999")), vec![ok(100), ok(0)]);
     let t = GpuTopology::new(Config::parse(r#"{"fractional": false}"#).unwrap());
     assert_eq!(
         t.choose_gpus(env.mirror.node(1).unwrap(), &pod("p").mem("1024").build()),
@@ -767,6 +775,77 @@ fn fractional_sharing_can_be_disabled() {
     // Placed memory-only pods do not hold GPUs (even with a bad value).
     env.place(1, pod("s").mem("junk"));
     assert!(env.eval(&gpu_pod("w", 1))[1].is_ok());
+}
+
+// ---- pods that use no GPU -----------------------------------------------
+
+#[test]
+fn cpu_pods_prefer_nodes_without_gpus() {
+    // A CPU node, an untouched 8-GPU node, 8 GPUs with 2 / 6 / 8 used, a
+    // 4-GPU node with a GPU shared by memory, a node whose allocatable
+    // says its GPUs are gone.
+    let n8 = || origin_node(8, "A100", 40960);
+    let nodes = vec![
+        node(),
+        n8(),
+        n8(),
+        n8(),
+        n8(),
+        origin_node(4, "T4", 16384),
+        n8().alloc(0),
+    ];
+    let mut env = Env::new("{}", nodes.clone());
+    env.place(2, gpu_pod("a", 2));
+    env.place(3, gpu_pod("b", 6));
+    env.place(4, gpu_pod("c", 8));
+    env.place(5, pod("s").mem("1024"));
+    // 100 without GPUs; else 50 * used / capacity.
+    let want = vec![ok(100), ok(0), ok(12), ok(37), ok(50), ok(12), ok(100)];
+    assert_eq!(env.eval(&pod("p")), want);
+    // Annotations of a pod that uses no GPU do not matter (valid ones),
+    // nor does the policy.
+    assert_eq!(env.eval(&pod("p").model("V100").policy("spread")), want);
+    let spread = Env::new(r#"{"policy": "spread"}"#, vec![node(), n8()]);
+    assert_eq!(spread.eval(&pod("p")), vec![ok(100), ok(0)]);
+
+    // Off: 0 everywhere, as in the origin (for every policy).
+    for policy in ["binpack", "spread", "origin"] {
+        let args = format!(r#"{{"policy": "{policy}", "cpuPodsAvoidGpuNodes": false}}"#);
+        let mut env = Env::new(&args, nodes.clone());
+        env.place(4, gpu_pod("c", 8));
+        assert!(env.eval(&pod("p")).iter().all(|v| *v == ok(0)), "{policy}");
+        // GPU pods are scored as before.
+        assert!(env.eval(&gpu_pod("g", 1))[1].is_ok());
+    }
+}
+
+#[test]
+fn unknown_utilization_is_flagged_on_the_placement() {
+    let env = Env::new(
+        "{}",
+        vec![
+            origin_node(8, "A100", 40960),
+            origin_node(8, "A100", 40960).util("0.2"),
+            origin_node(8, "A100", 40960).metric(METRIC_UTILIZATION, 20.0),
+        ],
+    );
+    let t = GpuTopology::new(Config::default());
+    let d = t.demand(&gpu_pod("p", 1).build()).unwrap().unwrap();
+    let known: Vec<(bool, u32)> = (0..3)
+        .map(|i| {
+            let p = t.place(&d, env.mirror.node(i).unwrap()).unwrap();
+            (p.utilization_known, p.utilization_pct)
+        })
+        .collect();
+    assert_eq!(known, [(false, 50), (true, 20), (true, 20)]);
+    // Scoring such nodes works (it logs once per node at debug level).
+    assert_eq!(env.eval(&gpu_pod("p", 1)), vec![ok(32), ok(41), ok(41)]);
+    assert_eq!(env.eval(&gpu_pod("p", 1)), vec![ok(32), ok(41), ok(41)]);
+    let summary = Config::parse(r#"{"unknownUtilization": 0.8}"#)
+        .unwrap()
+        .summary();
+    assert!(summary.contains("unknownUtilization 80%"), "{summary}");
+    assert!(summary.contains("cpuPodsAvoidGpuNodes true"), "{summary}");
 }
 
 // ---- bad inputs ---------------------------------------------------------
@@ -823,8 +902,10 @@ fn bad_node_labels_reject_the_node() {
     for (n, want) in table {
         assert_eq!(one("{}", n, gpu_pod("p", 1)), no(want, true), "{want}");
     }
-    // A pod that uses no GPU does not look at the node.
+    // A pod that uses no GPU is not rejected for the node's labels; it
+    // scores such a node as an untouched GPU node.
     assert_eq!(one("{}", good().label(LABEL_COUNT, "abc"), pod("p")), ok(0));
+    assert_eq!(one("{}", node().label(LABEL_COUNT, "abc"), pod("p")), ok(0));
     // A configured utilization annotation is named.
     let args = r#"{"utilizationAnnotation": "example.com/busy"}"#;
     assert_eq!(
@@ -861,6 +942,8 @@ fn bad_annotations_on_placed_pods_reject_the_node() {
         let mut env = Env::new("{}", vec![origin_node(8, "A100", 40960)]);
         env.place(0, placed);
         assert_eq!(env.eval1(&gpu_pod("p", 1)), no(want, true));
+        // A pod that uses no GPU passes; the node's GPU state cannot be
+        // read, so it counts as untouched.
         assert_eq!(env.eval1(&pod("p")), ok(0));
     }
     // Indices beyond the GPU count (a GPU gone from allocatable) are
@@ -868,7 +951,7 @@ fn bad_annotations_on_placed_pods_reject_the_node() {
     let mut env = Env::new("{}", vec![origin_node(8, "A100", 40960).alloc(4)]);
     env.place(0, gpu_pod("w", 2).assigned("3,7"));
     assert_eq!(env.choose(0, &gpu_pod("p", 2)), Some(vec![0, 1]));
-    assert_eq!(env.eval1(&gpu_pod("p", 3)), no(NOT_ENOUGH_GPUS, false));
+    assert_eq!(env.eval1(&gpu_pod("p", 3)), no(NOT_ENOUGH_FREE_GPUS, false));
 }
 
 #[test]
@@ -893,6 +976,7 @@ fn bad_args_fail_init_naming_the_field() {
         (r#"{"modelMatching": "fuzzy"}"#, "field `modelMatching`: unknown variant `fuzzy`"),
         (r#"{"topologyPenalty": 101}"#, "field `topologyPenalty`: must be in 0..=100"),
         (r#"{"fractional": "yes"}"#, "field `fractional`: invalid type"),
+        (r#"{"cpuPodsAvoidGpuNodes": 1}"#, "field `cpuPodsAvoidGpuNodes`: invalid type"),
         ("[]", "gpu-topology args: expected a JSON object"),
         ("null", "gpu-topology args: expected a JSON object"),
         ("{", "gpu-topology args: EOF"),
@@ -921,6 +1005,12 @@ fn bad_args_fail_init_naming_the_field() {
             cfg.fractional
         ),
         (50, 20, true)
+    );
+    assert!(cfg.cpu_pods_avoid_gpu_nodes);
+    assert!(
+        !Config::parse(r#"{"cpuPodsAvoidGpuNodes": false}"#)
+            .unwrap()
+            .cpu_pods_avoid_gpu_nodes
     );
 }
 

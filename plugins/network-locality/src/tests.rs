@@ -91,7 +91,7 @@ fn setup(args: &str, placed: Vec<(u32, Pod)>) -> Vec<Node> {
         .map(|(i, n)| Delta::NodeSet((i as u32, n.clone())))
         .collect();
     deltas.extend(placed.into_iter().map(|(i, p)| place(i, p, &nodes)));
-    runtime::apply(deltas);
+    runtime::apply::<NetworkLocality>(deltas);
     nodes
 }
 
@@ -493,7 +493,7 @@ fn follows_cluster_changes() {
         winner(&ALL, &scores(frontend(&[(PEERS, "app=db")]), &ALL)),
         2
     );
-    runtime::apply(vec![
+    runtime::apply::<NetworkLocality>(vec![
         Delta::PodRemove(Removal {
             node: 2,
             pod_uid: "shop/db-0".to_string(),
@@ -505,14 +505,14 @@ fn follows_cluster_changes() {
         5
     );
     // A node relabelled into another zone moves its pods with it.
-    runtime::apply(vec![Delta::NodeSet((
+    runtime::apply::<NetworkLocality>(vec![Delta::NodeSet((
         5,
         node("c1", Some("r1a"), Some("r1")),
     ))]);
     let s = scores(frontend(&[(PEERS, "app=db")]), &ALL);
     assert_eq!(s[0], 99);
     assert_eq!(s[4], 0);
-    runtime::apply(vec![Delta::NodeRemove(5)]);
+    runtime::apply::<NetworkLocality>(vec![Delta::NodeRemove(5)]);
     assert_eq!(
         scores(frontend(&[(PEERS, "app=db")]), &[0, 1, 2, 3, 4, 6]),
         vec![0; 6]

@@ -170,7 +170,7 @@ macro_rules! __export_world {
                     $crate::runtime::init::<P>(&args)
                 }
                 fn apply(deltas: Vec<$crate::types::Delta>) {
-                    $crate::runtime::apply(deltas)
+                    $crate::runtime::apply::<P>(deltas)
                 }
                 fn cycle_start(pod: $crate::types::Pod) -> Result<(), String> {
                     $crate::runtime::cycle_start::<P>(pod)

@@ -1,10 +1,13 @@
 //! The glue between the exported functions and a [`Plugin`]: instance
 //! state (plugin, cluster, current cycle) lives in a thread-local, since a
 //! component instance is single-threaded and a native unit test gets its
-//! own state per test thread.
+//! own state per test thread. The state is keyed by plugin type, so several
+//! plugins can share one native thread (the host's native benchmark build
+//! links the built-in plugins into one process).
 
-use std::any::Any;
+use std::any::{Any, TypeId};
 use std::cell::RefCell;
+use std::collections::HashMap;
 
 use crate::cluster::Cluster;
 use crate::types::{Delta, Pod, PodStatus, Rejection};
@@ -23,14 +26,17 @@ struct State {
 }
 
 thread_local! {
-    static STATE: RefCell<State> = RefCell::new(State::default());
+    static STATES: RefCell<HashMap<TypeId, State>> = RefCell::new(HashMap::new());
+}
+
+fn with_state<P: Plugin, R>(f: impl FnOnce(&mut State) -> R) -> R {
+    STATES.with(|s| f(s.borrow_mut().entry(TypeId::of::<P>()).or_default()))
 }
 
 fn with_plugin<P: Plugin, R>(
     f: impl FnOnce(&P, &Cluster, Option<&Cycle>) -> Result<R, String>,
 ) -> Result<R, String> {
-    STATE.with(|s| {
-        let s = s.borrow();
+    with_state::<P, _>(|s| {
         let plugin = s
             .plugin
             .as_ref()
@@ -57,8 +63,8 @@ fn with_cycle<P: Plugin, R>(
 /// previous state.
 pub fn init<P: Plugin>(args: &str) -> Result<(), String> {
     let plugin = P::init(args)?;
-    STATE.with(|s| {
-        *s.borrow_mut() = State {
+    with_state::<P, _>(|s| {
+        *s = State {
             plugin: Some(Box::new(plugin)),
             ..State::default()
         }
@@ -67,9 +73,8 @@ pub fn init<P: Plugin>(args: &str) -> Result<(), String> {
 }
 
 /// `lifecycle.apply`.
-pub fn apply(deltas: Vec<Delta>) {
-    STATE.with(|s| {
-        let mut s = s.borrow_mut();
+pub fn apply<P: Plugin>(deltas: Vec<Delta>) {
+    with_state::<P, _>(|s| {
         for d in deltas {
             s.cluster.apply(d);
         }
@@ -79,8 +84,8 @@ pub fn apply(deltas: Vec<Delta>) {
 /// `lifecycle.cycle-start`.
 pub fn cycle_start<P: Plugin>(pod: Pod) -> Result<(), String> {
     let data = with_plugin::<P, _>(|plugin, cluster, _| plugin.cycle_start(&pod, cluster))?;
-    STATE.with(|s| {
-        s.borrow_mut().cycle = Some(Cycle {
+    with_state::<P, _>(|s| {
+        s.cycle = Some(Cycle {
             pod,
             data: Box::new(data),
         })

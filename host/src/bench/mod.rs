@@ -1,0 +1,183 @@
+//! `wasmsched bench`: the scheduling engine on synthetic clusters, in
+//! process, with the numbers the performance targets are stated in.
+
+pub mod generate;
+#[cfg(feature = "native-builtins")]
+pub mod native;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::{self, file, ConfigFile};
+use crate::framework::{Outcome, Snapshot};
+
+pub use generate::{generate, Spec};
+
+/// Which plugins run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Scenario {
+    /// Core native plugins only.
+    Core,
+    /// Core + GPU-topology + network-locality as wasm components (as shipped).
+    Wasm,
+    /// Core + the same two policies compiled natively into the host
+    /// (needs the `native-builtins` feature).
+    Native,
+}
+
+/// One run's numbers.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BenchResult {
+    pub scenario: Scenario,
+    pub nodes: usize,
+    pub pods: usize,
+    pub workers: usize,
+    pub scheduled: usize,
+    pub unschedulable: usize,
+    pub seconds: f64,
+    pub pods_per_second: f64,
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+    pub peak_rss_mib: f64,
+    /// (plugin, extension point, total ms, calls)
+    pub plugins: Vec<(String, String, f64, u64)>,
+}
+
+fn config_for(scenario: Scenario, workers: usize) -> ConfigFile {
+    let mut profile = file::ProfileFile {
+        scheduler_name: config::DEFAULT_SCHEDULER_NAME.into(),
+        ..Default::default()
+    };
+    if scenario != Scenario::Wasm {
+        profile.plugins.multi_point = Some(file::PluginSet {
+            enabled: vec![],
+            disabled: config::BUILTIN_WASM
+                .iter()
+                .map(|(name, _, _)| file::PluginRef {
+                    name: name.to_string(),
+                    weight: None,
+                })
+                .collect(),
+        });
+    }
+    ConfigFile {
+        parallelism: Some(workers),
+        profiles: vec![profile],
+        ..Default::default()
+    }
+}
+
+/// Peak resident set size of this process (Linux `VmHWM`), MiB.
+pub fn peak_rss_mib() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines().find(|l| l.starts_with("VmHWM:")).and_then(|l| {
+                l.split_whitespace()
+                    .nth(1)
+                    .and_then(|v| v.parse::<f64>().ok())
+            })
+        })
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
+/// Runs one scenario: every pod is attempted once, in creation order, and
+/// placed pods are assumed so the next pod sees them.
+pub fn run(
+    spec: Spec,
+    scenario: Scenario,
+    workers: usize,
+    progress: bool,
+) -> anyhow::Result<BenchResult> {
+    let scheduler = config::build(
+        &config_for(scenario, workers),
+        std::path::Path::new("."),
+        spec.seed,
+    )?;
+    let fw = &scheduler.profiles[0];
+    if scenario == Scenario::Native {
+        #[cfg(feature = "native-builtins")]
+        native::add_builtins(fw);
+        #[cfg(not(feature = "native-builtins"))]
+        anyhow::bail!("the native scenario needs a build with `--features native-builtins`");
+    }
+    let manifests = generate(spec);
+    let mut snapshot = Snapshot::default();
+    for n in manifests.nodes {
+        snapshot.set_node(n);
+    }
+    let mut pods = manifests.pods;
+    pods.sort_by(|a, b| {
+        b.priority
+            .cmp(&a.priority)
+            .then(a.creation_ms.cmp(&b.creation_ms))
+    });
+    let bar = if progress {
+        indicatif::ProgressBar::new(pods.len() as u64).with_style(
+            indicatif::ProgressStyle::with_template(
+                "{prefix} [{bar:40}] {pos}/{len} pods {per_sec} eta {eta}",
+            )
+            .expect("valid template")
+            .progress_chars("=> "),
+        )
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    bar.set_prefix(format!("{scenario:?} x{workers}"));
+    let mut latencies: Vec<Duration> = Vec::with_capacity(pods.len());
+    let (mut scheduled, mut unschedulable) = (0, 0);
+    let started = Instant::now();
+    for pod in pods {
+        let t = Instant::now();
+        match fw.schedule(&pod, &snapshot) {
+            Outcome::Scheduled(p) => {
+                let mut bound = pod;
+                bound.node_name = Some(p.node);
+                snapshot.add_pod(p.node_index, Arc::new(bound));
+                snapshot.compact_log();
+                scheduled += 1;
+            }
+            _ => unschedulable += 1,
+        }
+        latencies.push(t.elapsed());
+        bar.inc(1);
+    }
+    let elapsed = started.elapsed();
+    bar.finish_and_clear();
+    latencies.sort();
+    let pct = |p: f64| {
+        latencies
+            .get(((latencies.len() as f64 * p) as usize).min(latencies.len().saturating_sub(1)))
+            .map_or(0.0, |d| d.as_secs_f64() * 1e3)
+    };
+    let plugins = fw
+        .timings
+        .snapshot()
+        .into_iter()
+        .map(|((plugin, point), t)| {
+            (
+                plugin,
+                point.to_string(),
+                t.total.as_secs_f64() * 1e3,
+                t.calls,
+            )
+        })
+        .collect();
+    Ok(BenchResult {
+        scenario,
+        nodes: spec.nodes,
+        pods: spec.pods,
+        workers,
+        scheduled,
+        unschedulable,
+        seconds: elapsed.as_secs_f64(),
+        pods_per_second: spec.pods as f64 / elapsed.as_secs_f64(),
+        p50_ms: pct(0.50),
+        p99_ms: pct(0.99),
+        peak_rss_mib: peak_rss_mib(),
+        plugins,
+    })
+}
