@@ -16,22 +16,24 @@ fn root() -> PathBuf {
         .to_path_buf()
 }
 
-/// Runs `simulate` on `example` (a directory under the repository root)
-/// with the configuration text `config_text` (None: the built-in one).
-fn run(example: &str, config_text: Option<&str>, seed: u64) -> simulate::Report {
+/// The scheduler of the configuration text `config_text` (None: the
+/// built-in one).
+fn scheduler(config_text: Option<&str>, seed: u64) -> config::Scheduler {
     let file = match config_text {
         Some(t) => config::parse(t).unwrap(),
         None => config::ConfigFile::default(),
     };
-    let scheduler = config::build(&file, &root(), seed).unwrap();
-    let manifests = manifest::load(&[root().join(example)]).unwrap();
-    simulate::run(&scheduler, manifests, &simulate::Options::default()).unwrap()
+    config::build(&file, &root(), seed).unwrap()
 }
 
-/// Runs `simulate` with one of the example's configuration files.
-fn run_file(example: &str, config_file: &str, seed: u64) -> simulate::Report {
-    let text = std::fs::read_to_string(root().join(config_file)).unwrap();
-    run(example, Some(&text), seed)
+/// Runs `simulate` on `example` (a directory under the repository root).
+fn simulate_with(s: &config::Scheduler, example: &str) -> simulate::Report {
+    let manifests = manifest::load(&[root().join(example)]).unwrap();
+    simulate::run(s, manifests, &simulate::Options::default()).unwrap()
+}
+
+fn run(example: &str, config_text: Option<&str>, seed: u64) -> simulate::Report {
+    simulate_with(&scheduler(config_text, seed), example)
 }
 
 /// `namespace/pod` -> node.
@@ -106,8 +108,22 @@ fn fragmentation_example_jobs_placed_per_policy() {
     for seed in [0, 1] {
         let mut got = BTreeMap::new();
         for policy in ["binpack", "spread", "origin"] {
-            let r = run_file(FRAG, &format!("{FRAG}/{policy}.yaml"), seed);
-            got.insert(policy, fragmentation(&r));
+            let text =
+                std::fs::read_to_string(root().join(format!("{FRAG}/{policy}.yaml"))).unwrap();
+            let s = scheduler(Some(&text), seed);
+            // Only GpuTopology's score tells the nodes apart: the two
+            // resource scores are off, NodeResourcesFit still filters.
+            let p = s.profile("gpu-scheduler").unwrap().profile();
+            let scores: Vec<&str> = p.scores.iter().map(|s| s.plugin.name()).collect();
+            assert!(scores.contains(&"GpuTopology"), "{policy}: {scores:?}");
+            for off in ["NodeResourcesFit", "NodeResourcesBalancedAllocation"] {
+                assert!(!scores.contains(&off), "{policy}: {scores:?}");
+            }
+            assert!(
+                p.filters.iter().any(|f| f.name() == "NodeResourcesFit"),
+                "{policy}"
+            );
+            got.insert(policy, fragmentation(&simulate_with(&s, FRAG)));
         }
         assert_eq!(got["binpack"], (4, 4), "seed {seed}");
         assert_eq!(got["origin"], (4, 4), "seed {seed}");
@@ -116,25 +132,6 @@ fn fragmentation_example_jobs_placed_per_policy() {
     // The built-in profile (binpack at weight 3, with NodeResourcesFit's
     // LeastAllocated and BalancedAllocation scores on) still packs here.
     assert_eq!(fragmentation(&run(FRAG, None, 0)), (4, 4));
-}
-
-#[test]
-fn fragmentation_configs_score_with_gpu_topology_only() {
-    for policy in ["binpack", "spread", "origin"] {
-        let file = config::load(&root().join(format!("{FRAG}/{policy}.yaml"))).unwrap();
-        let s = config::build(&file, &root().join(FRAG), 0).unwrap();
-        let p = s.profile("gpu-scheduler").unwrap().profile();
-        let scores: Vec<&str> = p.scores.iter().map(|s| s.plugin.name()).collect();
-        assert!(scores.contains(&"GpuTopology"), "{policy}: {scores:?}");
-        for off in ["NodeResourcesFit", "NodeResourcesBalancedAllocation"] {
-            assert!(!scores.contains(&off), "{policy}: {scores:?}");
-        }
-        // NodeResourcesFit still filters.
-        assert!(
-            p.filters.iter().any(|f| f.name() == "NodeResourcesFit"),
-            "{policy}"
-        );
-    }
 }
 
 // ------------------------------------------------------------ --explain

@@ -243,17 +243,7 @@ impl Instance {
             Some(f) => f.call_filter(s, nodes),
             None => Ok(vec![None; nodes.len()]),
         })?;
-        if out.len() != nodes.len() {
-            return Err(PluginFailure::new(
-                FailureKind::BadResult,
-                format!(
-                    "filter returned {} verdicts for {} nodes",
-                    out.len(),
-                    nodes.len()
-                ),
-            ));
-        }
-        Ok(out)
+        check_len("filter", "verdicts", out, nodes.len())
     }
 
     pub fn score(&mut self, nodes: &[u32]) -> Result<Vec<i64>, PluginFailure> {
@@ -264,17 +254,7 @@ impl Instance {
                 None => Ok(Ok(vec![0; nodes.len()])),
             })?
             .map_err(|m| PluginFailure::new(FailureKind::Plugin, m))?;
-        if out.len() != nodes.len() {
-            return Err(PluginFailure::new(
-                FailureKind::BadResult,
-                format!(
-                    "score returned {} scores for {} nodes",
-                    out.len(),
-                    nodes.len()
-                ),
-            ));
-        }
-        Ok(out)
+        check_len("score", "scores", out, nodes.len())
     }
 
     /// NormalizeScore, when exported; `None` when not.
@@ -293,17 +273,7 @@ impl Instance {
                 None => Ok(Ok(scores.to_vec())),
             })?
             .map_err(|m| PluginFailure::new(FailureKind::Plugin, m))?;
-        if out.len() != nodes.len() {
-            return Err(PluginFailure::new(
-                FailureKind::BadResult,
-                format!(
-                    "normalize-score returned {} scores for {} nodes",
-                    out.len(),
-                    nodes.len()
-                ),
-            ));
-        }
-        Ok(Some(out))
+        check_len("normalize-score", "scores", out, nodes.len()).map(Some)
     }
 
     pub fn deletion_cost(
@@ -318,6 +288,17 @@ impl Instance {
         })?
         .map_err(|m| PluginFailure::new(FailureKind::Plugin, m))
     }
+}
+
+/// A batch call must answer once per node it was given.
+fn check_len<T>(call: &str, unit: &str, out: Vec<T>, nodes: usize) -> Result<Vec<T>, PluginFailure> {
+    if out.len() != nodes {
+        return Err(PluginFailure::new(
+            FailureKind::BadResult,
+            format!("{call} returned {} {unit} for {nodes} nodes", out.len()),
+        ));
+    }
+    Ok(out)
 }
 
 /// Same major and minor as ours.
