@@ -113,7 +113,7 @@ pub fn explain(e: &ExplainReport) -> String {
             .filters
             .iter()
             .filter_map(|(p, v)| match v {
-                FilterVerdict::Pass => None,
+                FilterVerdict::Pass | FilterVerdict::Skip => None,
                 FilterVerdict::Reject(r) => Some(format!("{p}: {r}")),
                 FilterVerdict::Error(r) => Some(format!("{p}: error: {r}")),
             })

@@ -103,3 +103,57 @@ fn example_config_builds_two_profiles() {
         .weight;
     assert_eq!(w, 5);
 }
+
+/// Plugins announce at cycle-start which extension points matter for the
+/// pod (upstream's Skip): a CPU-only pod without peers skips both
+/// built-ins' Filter, and NetworkLocality's Score.
+#[test]
+fn built_ins_skip_what_does_not_concern_the_pod() {
+    let scheduler = config::build(&config::ConfigFile::default(), &root(), 0).unwrap();
+    let manifests = manifest::load(&[root().join("examples/gpu-cluster")]).unwrap();
+    let opts = simulate::Options {
+        all_pods: false,
+        explain: Some("etl/data-prep".into()),
+    };
+    let r = simulate::run(&scheduler, manifests, &opts).unwrap();
+    let e = r.explain.expect("explained");
+    let verdicts = serde_json::to_value(&e.explanation).unwrap();
+    for node in verdicts["nodes"].as_array().unwrap() {
+        let filters = node["filters"].as_array().unwrap();
+        for plugin in ["GpuTopology", "NetworkLocality"] {
+            let v = filters
+                .iter()
+                .find(|f| f[0] == plugin)
+                .unwrap_or_else(|| panic!("{plugin} listed: {node}"));
+            assert_eq!(v[1]["verdict"], "skip", "{plugin} on {}", node["node"]);
+        }
+        for s in node["scores"].as_array().unwrap() {
+            assert_ne!(s["plugin"], "NetworkLocality", "no peers: Score skipped");
+        }
+    }
+    // The GPU pod, by contrast, runs GpuTopology's Filter.
+    let manifests = manifest::load(&[root().join("examples/gpu-cluster")]).unwrap();
+    let opts = simulate::Options {
+        all_pods: false,
+        explain: Some("ml/gpu-pod".into()),
+    };
+    let r = simulate::run(&scheduler, manifests, &opts).unwrap();
+    let v = serde_json::to_value(&r.explain.unwrap().explanation).unwrap();
+    let gpu_verdicts: Vec<&str> = v["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|n| {
+            n["filters"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|f| f[0] == "GpuTopology")
+                .map(|f| f[1]["verdict"].as_str().unwrap())
+        })
+        .collect();
+    assert!(
+        gpu_verdicts.contains(&"reject") && gpu_verdicts.contains(&"pass"),
+        "{gpu_verdicts:?}"
+    );
+}

@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
+use wasmsched_plugin_sdk::types::CyclePlan;
 use wasmsched_plugin_sdk::{runtime, Plugin};
 
 use crate::framework::{
@@ -25,7 +26,7 @@ mod sdk_convert {
 #[derive(Default)]
 struct Sync {
     applied: Option<u64>,
-    cycle: Option<(String, u64)>,
+    cycle: Option<(String, u64, CyclePlan)>,
 }
 
 thread_local! {
@@ -50,7 +51,7 @@ impl<P: Plugin> Native<P> {
 
     /// Brings this thread's copy of the plugin up to date and starts the
     /// pod's cycle on it, as the wasm host does for an instance.
-    fn ensure(&self, snapshot: &Snapshot, pod: &Pod) -> Result<(), String> {
+    fn ensure(&self, snapshot: &Snapshot, pod: &Pod) -> Result<CyclePlan, String> {
         SYNC.with(|s| {
             let mut s = s.borrow_mut();
             let sync = s.entry(TypeId::of::<P>()).or_default();
@@ -66,12 +67,14 @@ impl<P: Plugin> Native<P> {
                 sync.applied = Some(generation);
                 sync.cycle = None;
             }
-            let key = (pod.uid.clone(), generation);
-            if sync.cycle.as_ref() != Some(&key) {
-                runtime::cycle_start::<P>(sdk_convert::pod(pod))?;
-                sync.cycle = Some(key);
+            match &sync.cycle {
+                Some((uid, g, plan)) if *uid == pod.uid && *g == generation => Ok(*plan),
+                _ => {
+                    let plan = runtime::cycle_start::<P>(sdk_convert::pod(pod))?;
+                    sync.cycle = Some((pod.uid.clone(), generation, plan));
+                    Ok(plan)
+                }
             }
-            Ok(())
         })
     }
 }
@@ -83,6 +86,7 @@ impl<P: Plugin> FilterPlugin for Native<P> {
 
     fn pre_filter(&self, ctx: &CycleContext, _state: &mut CycleState) -> Result<(), Rejection> {
         self.ensure(ctx.snapshot, ctx.pod)
+            .map(|_| ())
             .map_err(Rejection::unresolvable)
     }
 
@@ -92,8 +96,13 @@ impl<P: Plugin> FilterPlugin for Native<P> {
         _state: &CycleState,
         node: &NodeInfo,
     ) -> Result<(), Rejection> {
-        self.ensure(ctx.snapshot, ctx.pod)
-            .map_err(Rejection::unresolvable)?;
+        if !self
+            .ensure(ctx.snapshot, ctx.pod)
+            .map_err(Rejection::unresolvable)?
+            .filter
+        {
+            return Ok(());
+        }
         match runtime::filter::<P>(&[node.index]).pop().flatten() {
             None => Ok(()),
             Some(r) if r.unresolvable => Err(Rejection::unresolvable(r.reason)),
@@ -127,7 +136,13 @@ impl<P: Plugin> ScorePlugin for Native<P> {
         _state: &CycleState,
         node: &NodeInfo,
     ) -> Result<i64, PluginError> {
-        self.ensure(ctx.snapshot, ctx.pod).map_err(PluginError)?;
+        if !self
+            .ensure(ctx.snapshot, ctx.pod)
+            .map_err(PluginError)?
+            .score
+        {
+            return Ok(0);
+        }
         runtime::score::<P>(&[node.index])
             .map(|v| v[0])
             .map_err(PluginError)
@@ -139,7 +154,14 @@ impl<P: Plugin> ScorePlugin for Native<P> {
         state: &CycleState,
         scores: &mut [i64],
     ) -> Result<(), PluginError> {
-        self.ensure(ctx.snapshot, ctx.pod).map_err(PluginError)?;
+        if !self
+            .ensure(ctx.snapshot, ctx.pod)
+            .map_err(PluginError)?
+            .score
+        {
+            scores.iter_mut().for_each(|s| *s = 0);
+            return Ok(());
+        }
         let nodes: Vec<u32> = state
             .read::<Vec<u32>>(self.feasible_key)
             .cloned()

@@ -14,7 +14,8 @@ use rand::{Rng, SeedableRng};
 use rayon::prelude::*;
 
 use crate::model::Pod;
-use crate::wasm::plugin::check_scores;
+use crate::wasm::bindings::types::CyclePlan;
+use crate::wasm::plugin::{check_scores, ALL};
 use crate::wasm::{FailurePolicy, WasmPlugin};
 
 use super::fit_error::FitError;
@@ -221,7 +222,7 @@ impl Framework {
                 FilterEntry::Native(p) => {
                     p.pre_filter(ctx, state).map_err(|r| r.reasons.join(", "))?;
                 }
-                FilterEntry::Wasm(w) => wasm_cycle_start(w, ctx, cycle)?,
+                FilterEntry::Wasm(w) => wasm_cycle_start(w, ctx, state, cycle)?,
             }
         }
         for s in &profile.scores {
@@ -231,7 +232,7 @@ impl Framework {
                     .iter()
                     .any(|f| matches!(f, FilterEntry::Wasm(x) if std::ptr::eq(&**x, &**w)))
                 {
-                    wasm_cycle_start(w, ctx, cycle)?;
+                    wasm_cycle_start(w, ctx, state, cycle)?;
                 }
             }
         }
@@ -270,7 +271,10 @@ impl Framework {
                     }
                 }),
                 FilterEntry::Wasm(w) => {
-                    if !w.module.exports.filter || trouble.ignored.load(Ordering::Relaxed) {
+                    if !w.module.exports.filter
+                        || !plan_of(state, w).filter
+                        || trouble.ignored.load(Ordering::Relaxed)
+                    {
                         continue;
                     }
                     let failed = trouble.failed.lock().clone();
@@ -402,6 +406,9 @@ impl Framework {
                     }
                     Some(scores)
                 }
+                // Upstream's Skip: the plugin said Score does not matter
+                // for this pod.
+                ScoreEntry::Wasm(w) if !plan_of(state, w).score => None,
                 ScoreEntry::Wasm(w) => match self.wasm_scores(w, ctx, cycle, feasible, chunk) {
                     Ok(v) => Some(v),
                     Err(msg) => match w.failure_policy() {
@@ -513,6 +520,9 @@ impl Framework {
                     })
                     .collect(),
                 FilterEntry::Wasm(w) if !w.module.exports.filter => continue,
+                FilterEntry::Wasm(w) if !plan_of(&state, w).filter => {
+                    vec![FilterVerdict::Skip; nodes.len()]
+                }
                 FilterEntry::Wasm(w) => {
                     let idx: Vec<u32> = nodes.iter().map(|n| n.index).collect();
                     match w.filter(snapshot, cycle, pod, &idx) {
@@ -536,7 +546,7 @@ impl Framework {
                 out.nodes[i]
                     .filters
                     .iter()
-                    .all(|(_, v)| *v == FilterVerdict::Pass)
+                    .all(|(_, v)| matches!(v, FilterVerdict::Pass | FilterVerdict::Skip))
             })
             .collect();
         let feasible: Vec<&NodeInfo> = feasible_pos.iter().map(|&i| nodes[i]).collect();
@@ -564,6 +574,7 @@ impl Framework {
                         });
                         (raw, norm)
                     }
+                    ScoreEntry::Wasm(w) if !plan_of(&state, w).score => continue,
                     ScoreEntry::Wasm(w) => {
                         let idx: Vec<u32> = feasible.iter().map(|n| n.index).collect();
                         let raw = match w.score(snapshot, cycle, pod, &idx) {
@@ -615,15 +626,42 @@ impl Framework {
     }
 }
 
-fn wasm_cycle_start(w: &WasmPlugin, ctx: &CycleContext, cycle: u64) -> Result<(), String> {
-    match w.cycle_start(ctx.snapshot, cycle, ctx.pod) {
-        Ok(Ok(())) => Ok(()),
-        Ok(Err(reason)) => Err(reason),
+/// Starts the cycle on a wasm plugin and records its plan in `state`.
+fn wasm_cycle_start(
+    w: &Arc<WasmPlugin>,
+    ctx: &CycleContext,
+    state: &mut CycleState,
+    cycle: u64,
+) -> Result<(), String> {
+    let plan = match w.cycle_start(ctx.snapshot, cycle, ctx.pod) {
+        Ok(Ok(plan)) => plan,
+        Ok(Err(reason)) => return Err(reason),
         // A failing plugin is dealt with per node (Fail) or skipped
         // (Ignore) by the Filter/Score phases, which retry on a fresh
         // instance; here it must not decide the pod's fate alone.
-        Err(_) => Ok(()),
+        Err(_) => ALL,
+    };
+    if state.read::<Plans>(PLANS).is_none() {
+        state.write(PLANS, Plans::default());
     }
+    if let Some(plans) = state.read_mut::<Plans>(PLANS) {
+        plans.0.insert(Arc::as_ptr(w) as usize, plan);
+    }
+    Ok(())
+}
+
+/// Each wasm plugin's plan for the cycle, by plugin address.
+#[derive(Default)]
+struct Plans(std::collections::HashMap<usize, CyclePlan>);
+
+const PLANS: &str = "wasmsched/wasm-plans";
+
+/// The plan a wasm plugin announced for this cycle (all points when none).
+fn plan_of(state: &CycleState, w: &Arc<WasmPlugin>) -> CyclePlan {
+    state
+        .read::<Plans>(PLANS)
+        .and_then(|p| p.0.get(&(Arc::as_ptr(w) as usize)).copied())
+        .unwrap_or(ALL)
 }
 
 /// A Filter plugin's verdict on a node, for `--explain`.
@@ -631,6 +669,8 @@ fn wasm_cycle_start(w: &WasmPlugin, ctx: &CycleContext, cycle: u64) -> Result<()
 #[serde(rename_all = "lowercase", tag = "verdict", content = "reason")]
 pub enum FilterVerdict {
     Pass,
+    /// The plugin skipped Filter for this pod (it passes every node).
+    Skip,
     Reject(String),
     Error(String),
 }

@@ -54,6 +54,10 @@ impl CycleState {
     pub fn read<T: Any + Send + Sync>(&self, key: &'static str) -> Option<&T> {
         self.data.get(key).and_then(|b| b.downcast_ref())
     }
+
+    pub fn read_mut<T: Any + Send + Sync>(&mut self, key: &'static str) -> Option<&mut T> {
+        self.data.get_mut(key).and_then(|b| b.downcast_mut())
+    }
 }
 
 /// What every extension point receives about the cycle.

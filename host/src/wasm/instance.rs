@@ -112,8 +112,8 @@ pub struct Instance {
     limits: Limits,
     /// Snapshot generation this instance has applied.
     pub applied: u64,
-    /// The cycle whose pod this instance holds.
-    pub cycle: Option<u64>,
+    /// The cycle whose pod this instance holds, and the plugin's plan for it.
+    pub cycle: Option<(u64, wit::CyclePlan)>,
 }
 
 impl Instance {
@@ -232,7 +232,10 @@ impl Instance {
         self.call(deadline, |s, i| i.lifecycle.call_apply(s, deltas))
     }
 
-    pub fn cycle_start(&mut self, pod: &wit::Pod) -> Result<Result<(), String>, PluginFailure> {
+    pub fn cycle_start(
+        &mut self,
+        pod: &wit::Pod,
+    ) -> Result<Result<wit::CyclePlan, String>, PluginFailure> {
         let t = self.limits.call_timeout;
         self.call(t, |s, i| i.lifecycle.call_cycle_start(s, pod))
     }
@@ -291,7 +294,12 @@ impl Instance {
 }
 
 /// A batch call must answer once per node it was given.
-fn check_len<T>(call: &str, unit: &str, out: Vec<T>, nodes: usize) -> Result<Vec<T>, PluginFailure> {
+fn check_len<T>(
+    call: &str,
+    unit: &str,
+    out: Vec<T>,
+    nodes: usize,
+) -> Result<Vec<T>, PluginFailure> {
     if out.len() != nodes {
         return Err(PluginFailure::new(
             FailureKind::BadResult,

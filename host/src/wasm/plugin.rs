@@ -73,6 +73,12 @@ pub struct WasmPlugin {
     pub stats: PluginStats,
 }
 
+/// The plan of a plugin that could not say (all extension points run).
+pub const ALL: wit::CyclePlan = wit::CyclePlan {
+    filter: true,
+    score: true,
+};
+
 /// Which instance slot the current thread uses: one per worker of the
 /// scheduler's thread pool, slot 0 for any other thread.
 pub fn current_slot() -> usize {
@@ -158,25 +164,28 @@ impl WasmPlugin {
             inst.applied = generation;
         }
         if let Some((id, pod)) = cycle {
-            if inst.cycle != Some(id) {
+            if inst.cycle.map(|(c, _)| c) != Some(id) {
                 inst.cycle = None;
-                if let Err(reason) = inst.cycle_start(&convert::pod(pod))? {
-                    return Ok(Err(reason));
+                match inst.cycle_start(&convert::pod(pod))? {
+                    Ok(plan) => inst.cycle = Some((id, plan)),
+                    Err(reason) => return Ok(Err(reason)),
                 }
-                inst.cycle = Some(id);
             }
         }
         f(inst).map(Ok)
     }
 
-    /// PreFilter/PreScore: starts the pod's cycle on this thread's instance.
+    /// PreFilter/PreScore: starts the pod's cycle on this thread's
+    /// instance; returns the plugin's plan for the cycle.
     pub fn cycle_start(
         &self,
         snapshot: &Snapshot,
         cycle: u64,
         pod: &Pod,
-    ) -> Result<Verdict<()>, PluginFailure> {
-        self.with_instance(snapshot, Some((cycle, pod)), |_| Ok(()))
+    ) -> Result<Verdict<wit::CyclePlan>, PluginFailure> {
+        self.with_instance(snapshot, Some((cycle, pod)), |i| {
+            Ok(i.cycle.map_or(ALL, |(_, plan)| plan))
+        })
     }
 
     pub fn filter(

@@ -17,7 +17,7 @@ use std::collections::HashSet;
 
 pub use args::{Config, ModelMatching, ModelRule, Policy};
 
-use wasmsched_plugin_sdk::types::Pod;
+use wasmsched_plugin_sdk::types::{CyclePlan, Pod};
 use wasmsched_plugin_sdk::{
     export_plugin, reject, reject_unresolvable, Cluster, NodeState, Plugin, PodExt, Rejection,
 };
@@ -304,6 +304,15 @@ impl Plugin for GpuTopology {
 
     fn cycle_start(&self, pod: &Pod, _cluster: &Cluster) -> Result<Cycle, String> {
         Ok(Cycle(self.demand(pod)?))
+    }
+
+    /// A pod that uses no GPU passes every node's Filter, and its Score
+    /// only matters when CPU pods are steered away from GPU nodes.
+    fn plan(&self, cycle: &Cycle, _pod: &Pod) -> CyclePlan {
+        CyclePlan {
+            filter: cycle.0.is_some(),
+            score: cycle.0.is_some() || self.cfg.cpu_pods_avoid_gpu_nodes,
+        }
     }
 
     fn filter(

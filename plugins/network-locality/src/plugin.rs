@@ -5,7 +5,7 @@ use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 
 use serde_json::{Map, Value};
-use wasmsched_plugin_sdk::types::{LogLevel, Pod};
+use wasmsched_plugin_sdk::types::{CyclePlan, LogLevel, Pod};
 use wasmsched_plugin_sdk::{
     export_plugin, log, reject_unresolvable, Cluster, NodeState, Plugin, Rejection,
 };
@@ -304,6 +304,15 @@ impl Plugin for NetworkLocality {
             max_distance,
             reach: reach.into_iter().flatten().collect(),
         })
+    }
+
+    /// Filter matters only with a max-distance; Score only when some
+    /// placed pod is a peer (otherwise it scores every node 0).
+    fn plan(&self, cycle: &Cycle, _pod: &Pod) -> CyclePlan {
+        CyclePlan {
+            filter: cycle.max_distance.is_some(),
+            score: cycle.has_peers(),
+        }
     }
 
     fn filter(

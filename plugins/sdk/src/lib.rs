@@ -84,6 +84,17 @@ pub trait Plugin: Sized + 'static {
     /// with that message.
     fn cycle_start(&self, pod: &types::Pod, cluster: &Cluster) -> Result<Self::Cycle, String>;
 
+    /// Which extension points matter for this cycle's pod; the default is
+    /// all of them. Return `filter: false` when Filter would pass every
+    /// node and `score: false` when Score would not tell nodes apart: the
+    /// host then does not call them for this pod (upstream's Skip).
+    fn plan(&self, _cycle: &Self::Cycle, _pod: &types::Pod) -> types::CyclePlan {
+        types::CyclePlan {
+            filter: true,
+            score: true,
+        }
+    }
+
     /// Filter: `Err` when `pod` does not fit `node`.
     fn filter(
         &self,
@@ -172,7 +183,7 @@ macro_rules! __export_world {
                 fn apply(deltas: Vec<$crate::types::Delta>) {
                     $crate::runtime::apply::<P>(deltas)
                 }
-                fn cycle_start(pod: $crate::types::Pod) -> Result<(), String> {
+                fn cycle_start(pod: $crate::types::Pod) -> Result<$crate::types::CyclePlan, String> {
                     $crate::runtime::cycle_start::<P>(pod)
                 }
             }

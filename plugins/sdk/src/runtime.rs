@@ -10,7 +10,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 
 use crate::cluster::Cluster;
-use crate::types::{Delta, Pod, PodStatus, Rejection};
+use crate::types::{CyclePlan, Delta, Pod, PodStatus, Rejection};
 use crate::Plugin;
 
 struct Cycle {
@@ -81,16 +81,21 @@ pub fn apply<P: Plugin>(deltas: Vec<Delta>) {
     })
 }
 
-/// `lifecycle.cycle-start`.
-pub fn cycle_start<P: Plugin>(pod: Pod) -> Result<(), String> {
-    let data = with_plugin::<P, _>(|plugin, cluster, _| plugin.cycle_start(&pod, cluster))?;
+/// `lifecycle.cycle-start`: keeps the pod and the plugin's cycle data,
+/// returns the plugin's plan for the cycle.
+pub fn cycle_start<P: Plugin>(pod: Pod) -> Result<CyclePlan, String> {
+    let (data, plan) = with_plugin::<P, _>(|plugin, cluster, _| {
+        let data = plugin.cycle_start(&pod, cluster)?;
+        let plan = plugin.plan(&data, &pod);
+        Ok((data, plan))
+    })?;
     with_state::<P, _>(|s| {
         s.cycle = Some(Cycle {
             pod,
             data: Box::new(data),
         })
     });
-    Ok(())
+    Ok(plan)
 }
 
 /// `filter.filter`: one verdict per node index.
