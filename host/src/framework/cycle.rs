@@ -29,7 +29,9 @@ static CYCLE_IDS: AtomicU64 = AtomicU64::new(1);
 /// One plugin's rejection of one node.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeRejection {
-    pub plugin: String,
+    /// Position of the rejecting plugin in the profile's Filter list (an
+    /// index, not a name: rejections are made by the thousand per cycle).
+    pub plugin: usize,
     pub reasons: Vec<String>,
     pub unresolvable: bool,
 }
@@ -158,6 +160,7 @@ impl Framework {
             .map(|_| PluginTrouble::default())
             .collect();
         let mut feasible: Vec<&NodeInfo> = Vec::new();
+        let mut rejections: Vec<NodeRejection> = Vec::new();
         let mut processed = 0;
         for wave in order.chunks(chunk * workers) {
             let results: Vec<Vec<Option<NodeRejection>>> = self.pool.install(|| {
@@ -172,7 +175,9 @@ impl Framework {
                 processed += 1;
                 match verdict {
                     None => feasible.push(node),
-                    Some(r) => r.reasons.iter().for_each(|reason| fit.add(reason)),
+                    // Counted only if the pod fits nowhere: most cycles
+                    // never need the FitError.
+                    Some(r) => rejections.push(r),
                 }
             }
             if feasible.len() >= to_find {
@@ -183,7 +188,12 @@ impl Framework {
             .store((start + processed) % all.len(), Ordering::Relaxed);
 
         match feasible.len() {
-            0 => Outcome::Unschedulable(fit),
+            0 => {
+                for r in &rejections {
+                    r.reasons.iter().for_each(|reason| fit.add(reason));
+                }
+                Outcome::Unschedulable(fit)
+            }
             1 => Outcome::Scheduled(Placement {
                 node: feasible[0].name().to_string(),
                 node_index: feasible[0].index,
@@ -252,7 +262,7 @@ impl Framework {
     ) -> Vec<Option<NodeRejection>> {
         let mut verdicts: Vec<Option<NodeRejection>> = vec![None; nodes.len()];
         let mut alive: Vec<usize> = (0..nodes.len()).collect();
-        for (entry, trouble) in profile.filters.iter().zip(trouble) {
+        for (position, (entry, trouble)) in profile.filters.iter().zip(trouble).enumerate() {
             if alive.is_empty() {
                 break;
             }
@@ -263,7 +273,7 @@ impl Framework {
                     Ok(()) => true,
                     Err(r) => {
                         verdicts[i] = Some(NodeRejection {
-                            plugin: p.name().to_string(),
+                            plugin: position,
                             reasons: r.reasons,
                             unresolvable: r.unresolvable,
                         });
@@ -301,7 +311,6 @@ impl Framework {
                             }
                         }
                     };
-                    let name = w.name.clone();
                     match result {
                         Ok(v) => {
                             let mut k = 0;
@@ -312,7 +321,7 @@ impl Framework {
                                     None => true,
                                     Some(r) => {
                                         verdicts[i] = Some(NodeRejection {
-                                            plugin: name.clone(),
+                                            plugin: position,
                                             reasons: vec![r.reason],
                                             unresolvable: r.unresolvable,
                                         });
@@ -324,7 +333,7 @@ impl Framework {
                         Err(msg) => {
                             for &i in &alive {
                                 verdicts[i] = Some(NodeRejection {
-                                    plugin: name.clone(),
+                                    plugin: position,
                                     reasons: vec![msg.clone()],
                                     unresolvable: true,
                                 });
@@ -380,8 +389,6 @@ impl Framework {
             }
         }
         let state = &*state;
-        let workers = self.pool.current_num_threads();
-        let chunk = feasible.len().div_ceil(workers).max(1);
         let mut out = Vec::new();
         for s in &profile.scores {
             let _record = Record(&self.timings, s.plugin.name(), "Score", Instant::now());
@@ -409,7 +416,7 @@ impl Framework {
                 // Upstream's Skip: the plugin said Score does not matter
                 // for this pod.
                 ScoreEntry::Wasm(w) if !plan_of(state, w).score => None,
-                ScoreEntry::Wasm(w) => match self.wasm_scores(w, ctx, cycle, feasible, chunk) {
+                ScoreEntry::Wasm(w) => match self.wasm_scores(w, ctx, cycle, feasible) {
                     Ok(v) => Some(v),
                     Err(msg) => match w.failure_policy() {
                         FailurePolicy::Ignore => {
@@ -425,29 +432,27 @@ impl Framework {
         Ok(out)
     }
 
+    /// A wasm plugin's Score and NormalizeScore over all feasible nodes in
+    /// one batch, on the instance of the scheduling thread, which already
+    /// holds the cycle from PreFilter. Spreading Score over the workers
+    /// would make each worker instance run `cycle-start` first, and that
+    /// can cost more than scoring (a locality plugin scans the placed
+    /// pods there) while a batched score costs well under a microsecond
+    /// per node (docs/contract.md).
     fn wasm_scores(
         &self,
         w: &WasmPlugin,
         ctx: &CycleContext,
         cycle: u64,
         feasible: &[&NodeInfo],
-        chunk: usize,
     ) -> Result<Vec<i64>, String> {
         let fail = |f: crate::wasm::PluginFailure| format!("plugin {} failed: {f}", w.name);
         let idx: Vec<u32> = feasible.iter().map(|n| n.index).collect();
-        let parts: Vec<Result<Vec<i64>, String>> = self.pool.install(|| {
-            idx.par_chunks(chunk)
-                .map(|part| match w.score(ctx.snapshot, cycle, ctx.pod, part) {
-                    Ok(Ok(v)) => Ok(v),
-                    Ok(Err(reason)) => Err(format!("plugin {} refused the pod: {reason}", w.name)),
-                    Err(f) => Err(fail(f)),
-                })
-                .collect()
-        });
-        let mut raw = Vec::with_capacity(idx.len());
-        for p in parts {
-            raw.extend(p?);
-        }
+        let raw = match w.score(ctx.snapshot, cycle, ctx.pod, &idx) {
+            Ok(Ok(v)) => v,
+            Ok(Err(reason)) => return Err(format!("plugin {} refused the pod: {reason}", w.name)),
+            Err(f) => return Err(fail(f)),
+        };
         let normalized = match w.normalize(ctx.snapshot, cycle, ctx.pod, &idx, &raw) {
             Ok(Ok(Some(v))) => v,
             Ok(Ok(None)) => raw,

@@ -288,6 +288,7 @@ pub enum ReloadError {
     Config(#[from] ConfigError),
 }
 
+#[derive(Clone)]
 struct State {
     module: Arc<PluginModule>,
     version: u64,
@@ -306,9 +307,11 @@ pub struct Reloader {
     scheduler: Arc<Scheduler>,
     plugins: Vec<WatchedPlugin>,
     options: Options,
-    /// Per plugin (same order as `plugins`). Also serializes checks, so
-    /// two checks never swap the same profiles concurrently.
+    /// Per plugin (same order as `plugins`); held only briefly, so
+    /// `status` answers during a long compile.
     states: Mutex<Vec<State>>,
+    /// Serializes checks: two checks never swap profiles concurrently.
+    checking: Mutex<()>,
     subscribers: Mutex<Vec<mpsc::Sender<ReloadEvent>>>,
 }
 
@@ -346,6 +349,7 @@ impl Reloader {
             plugins,
             options,
             states: Mutex::new(states),
+            checking: Mutex::new(()),
             subscribers: Mutex::default(),
         })
     }
@@ -432,8 +436,14 @@ impl Reloader {
     /// subscribers.
     pub fn check(&self, name: &str) -> Option<ReloadEvent> {
         let index = self.plugins.iter().position(|p| p.name == name)?;
+        let _checking = self.checking.lock();
+        // Work on a copy: checks are serialized, so nothing else changes
+        // the state meanwhile, and `status` is not blocked by a compile.
+        let mut state = self.states.lock()[index].clone();
+        let outcome = self.check_locked(index, &mut state);
         let mut states = self.states.lock();
-        let event = self.check_locked(index, &mut states[index])?;
+        states[index] = state;
+        let event = outcome?;
         let state = &mut states[index];
         *state.reloads.entry(event.result).or_insert(0) += 1;
         if event.result == ReloadResult::Rejected {

@@ -249,6 +249,28 @@ mod tests {
     }
 
     #[test]
+    fn stale_entry_with_a_valid_checksum_is_discarded() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = DiskCache::new(dir.path().join("c")).unwrap();
+        let digest = hex::encode(Sha256::digest(b"module"));
+        // What another engine build might have written: intact, but not
+        // loadable by this one.
+        let payload = b"\x7fELF not really".to_vec();
+        let mut data = MAGIC.to_vec();
+        data.extend(hex::decode(&digest).unwrap());
+        data.extend(Sha256::digest(&payload));
+        data.extend(&payload);
+        let path = cache.entry_path(&digest);
+        std::fs::write(&path, data).unwrap();
+        match cache.load(&digest) {
+            Lookup::Discarded(why) => assert!(why.starts_with("stale"), "{why}"),
+            _ => panic!("expected a discarded entry"),
+        }
+        assert!(!path.exists(), "deleted");
+        assert!(matches!(cache.load(&digest), Lookup::Miss));
+    }
+
+    #[test]
     fn entry_checks_reject_truncation_foreign_and_flipped_entries() {
         let payload = b"payload bytes".to_vec();
         let digest = hex::encode(Sha256::digest(b"module"));

@@ -162,6 +162,9 @@ fn decompress(raw: &[u8], compression: Compression) -> Result<Vec<u8>, Decompres
                     break;
                 }
                 let frame = &decoder.decoder;
+                if !frame.is_finished() {
+                    return Err(DecompressError::Invalid("truncated frame".into()));
+                }
                 if let (Some(stored), Some(computed)) = (
                     frame.get_checksum_from_data(),
                     frame.get_calculated_checksum(),
