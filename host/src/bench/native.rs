@@ -36,15 +36,16 @@ thread_local! {
 /// A built-in policy run natively.
 pub struct Native<P> {
     name: &'static str,
-    feasible_key: &'static str,
+    /// Its CycleState key.
+    key: &'static str,
     _plugin: PhantomData<fn() -> P>,
 }
 
 impl<P: Plugin> Native<P> {
-    fn new(name: &'static str, feasible_key: &'static str) -> Self {
+    fn new(name: &'static str, key: &'static str) -> Self {
         Self {
             name,
-            feasible_key,
+            key,
             _plugin: PhantomData,
         }
     }
@@ -79,30 +80,50 @@ impl<P: Plugin> Native<P> {
     }
 }
 
+/// What PreFilter/PreScore leave for the per-node calls, so that worker
+/// threads need no cycle of their own unless Filter matters (the wasm path
+/// does the same with its instances).
+struct Prepared {
+    plan: CyclePlan,
+    /// Raw scores of the feasible nodes, computed in one batch by PreScore.
+    scores: HashMap<u32, i64>,
+    feasible: Vec<u32>,
+}
+
 impl<P: Plugin> FilterPlugin for Native<P> {
     fn name(&self) -> &'static str {
         self.name
     }
 
-    fn pre_filter(&self, ctx: &CycleContext, _state: &mut CycleState) -> Result<(), Rejection> {
-        self.ensure(ctx.snapshot, ctx.pod)
-            .map(|_| ())
-            .map_err(Rejection::unresolvable)
+    fn pre_filter(&self, ctx: &CycleContext, state: &mut CycleState) -> Result<(), Rejection> {
+        let plan = self
+            .ensure(ctx.snapshot, ctx.pod)
+            .map_err(Rejection::unresolvable)?;
+        state.write(
+            self.key,
+            Prepared {
+                plan,
+                scores: HashMap::new(),
+                feasible: Vec::new(),
+            },
+        );
+        Ok(())
     }
 
     fn filter(
         &self,
         ctx: &CycleContext,
-        _state: &CycleState,
+        state: &CycleState,
         node: &NodeInfo,
     ) -> Result<(), Rejection> {
-        if !self
-            .ensure(ctx.snapshot, ctx.pod)
-            .map_err(Rejection::unresolvable)?
-            .filter
+        if state
+            .read::<Prepared>(self.key)
+            .is_some_and(|p| !p.plan.filter)
         {
             return Ok(());
         }
+        self.ensure(ctx.snapshot, ctx.pod)
+            .map_err(Rejection::unresolvable)?;
         match runtime::filter::<P>(&[node.index]).pop().flatten() {
             None => Ok(()),
             Some(r) if r.unresolvable => Err(Rejection::unresolvable(r.reason)),
@@ -122,51 +143,51 @@ impl<P: Plugin> ScorePlugin for Native<P> {
         state: &mut CycleState,
         feasible: &[&NodeInfo],
     ) -> Result<(), PluginError> {
-        self.ensure(ctx.snapshot, ctx.pod).map_err(PluginError)?;
+        let plan = self.ensure(ctx.snapshot, ctx.pod).map_err(PluginError)?;
+        let feasible: Vec<u32> = feasible.iter().map(|n| n.index).collect();
+        let scores = if plan.score {
+            let raw = runtime::score::<P>(&feasible).map_err(PluginError)?;
+            feasible.iter().copied().zip(raw).collect()
+        } else {
+            HashMap::new()
+        };
         state.write(
-            self.feasible_key,
-            feasible.iter().map(|n| n.index).collect::<Vec<u32>>(),
+            self.key,
+            Prepared {
+                plan,
+                scores,
+                feasible,
+            },
         );
         Ok(())
     }
 
     fn score(
         &self,
-        ctx: &CycleContext,
-        _state: &CycleState,
+        _ctx: &CycleContext,
+        state: &CycleState,
         node: &NodeInfo,
     ) -> Result<i64, PluginError> {
-        if !self
-            .ensure(ctx.snapshot, ctx.pod)
-            .map_err(PluginError)?
-            .score
-        {
-            return Ok(0);
-        }
-        runtime::score::<P>(&[node.index])
-            .map(|v| v[0])
-            .map_err(PluginError)
+        Ok(state
+            .read::<Prepared>(self.key)
+            .and_then(|p| p.scores.get(&node.index).copied())
+            .unwrap_or(0))
     }
 
     fn normalize(
         &self,
-        ctx: &CycleContext,
+        _ctx: &CycleContext,
         state: &CycleState,
         scores: &mut [i64],
     ) -> Result<(), PluginError> {
-        if !self
-            .ensure(ctx.snapshot, ctx.pod)
-            .map_err(PluginError)?
-            .score
-        {
+        let Some(p) = state.read::<Prepared>(self.key) else {
+            return Ok(());
+        };
+        if !p.plan.score {
             scores.iter_mut().for_each(|s| *s = 0);
             return Ok(());
         }
-        let nodes: Vec<u32> = state
-            .read::<Vec<u32>>(self.feasible_key)
-            .cloned()
-            .unwrap_or_default();
-        let out = runtime::normalize::<P>(&nodes, scores.to_vec()).map_err(PluginError)?;
+        let out = runtime::normalize::<P>(&p.feasible, scores.to_vec()).map_err(PluginError)?;
         scores.copy_from_slice(&out);
         Ok(())
     }

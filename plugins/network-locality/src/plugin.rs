@@ -5,7 +5,7 @@ use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 
 use serde_json::{Map, Value};
-use wasmsched_plugin_sdk::types::{CyclePlan, LogLevel, Pod};
+use wasmsched_plugin_sdk::types::{CyclePlan, Delta, LogLevel, Pod};
 use wasmsched_plugin_sdk::{
     export_plugin, log, reject_unresolvable, Cluster, NodeState, Plugin, Rejection,
 };
@@ -219,6 +219,16 @@ pub fn too_far_reason(max: MaxDistance) -> String {
 pub struct NetworkLocality {
     model: CostModel,
     cache: RefCell<SpecCache>,
+    /// Placed pods that declare peers, by uid (kept by `observe`).
+    declaring: RefCell<HashMap<String, Declaring>>,
+}
+
+/// A placed pod with a peers annotation.
+struct Declaring {
+    node: u32,
+    namespace: String,
+    /// `None` when its annotation is invalid (it then declares nothing).
+    spec: Option<Rc<PeerSpec>>,
 }
 
 impl NetworkLocality {
@@ -234,7 +244,40 @@ impl Plugin for NetworkLocality {
         Ok(Self {
             model: parse_args(args)?,
             cache: RefCell::new(SpecCache::default()),
+            declaring: RefCell::new(HashMap::new()),
         })
+    }
+
+    /// Keeps the index of placed pods that declare peers, so a cycle looks
+    /// at those for reverse dependencies rather than at every placed pod.
+    fn observe(&self, delta: &Delta, _cluster: &Cluster) {
+        let mut declaring = self.declaring.borrow_mut();
+        match delta {
+            Delta::PodAdd(placement) => {
+                let pod = &placement.pod;
+                match pod.annotations.lookup(PEERS_ANNOTATION) {
+                    Some(peers) => {
+                        let spec = self.cache.borrow_mut().get(pod, peers);
+                        declaring.insert(
+                            pod.uid.clone(),
+                            Declaring {
+                                node: placement.node,
+                                namespace: pod.namespace.clone(),
+                                spec,
+                            },
+                        );
+                    }
+                    None => {
+                        declaring.remove(&pod.uid);
+                    }
+                }
+            }
+            Delta::PodRemove(removal) => {
+                declaring.remove(&removal.pod_uid);
+            }
+            Delta::NodeRemove(index) => declaring.retain(|_, d| d.node != *index),
+            Delta::NodeSet(_) => {}
+        }
     }
 
     fn cycle_start(&self, pod: &Pod, cluster: &Cluster) -> Result<Cycle, String> {
@@ -245,8 +288,10 @@ impl Plugin for NetworkLocality {
             _ => Vec::new(),
         };
         let mut node_weight: HashMap<u32, u64> = HashMap::new();
-        let mut cache = self.cache.borrow_mut();
-        for (node, placed) in cluster.pods() {
+        // The pod's own declarations need a look at every placed pod; a pod
+        // that declares none skips the scan.
+        let scan = cluster.pods().filter(|_| own.is_some());
+        for (node, placed) in scan {
             if placed.uid == pod.uid {
                 continue;
             }
@@ -266,18 +311,20 @@ impl Plugin for NetworkLocality {
                     weight += u64::from(best);
                 }
             }
-            // Reverse dependencies: placed pods that declare this pod.
-            if let Some(peers) = placed.annotations.lookup(PEERS_ANNOTATION) {
-                if let Some(spec) = cache.get(placed, peers) {
-                    if let Some(w) =
-                        spec.weight_for(&placed.namespace, &pod.namespace, pod.labels.as_slice())
-                    {
-                        weight += u64::from(w);
-                    }
-                }
-            }
             if weight > 0 {
                 *node_weight.entry(node.index).or_insert(0) += weight;
+            }
+        }
+        // Reverse dependencies: placed pods that declare this pod (from the
+        // index `observe` keeps, not a scan of every pod).
+        for (uid, d) in self.declaring.borrow().iter() {
+            if *uid == pod.uid {
+                continue;
+            }
+            if let Some(w) = d.spec.as_ref().and_then(|spec| {
+                spec.weight_for(&d.namespace, &pod.namespace, pod.labels.as_slice())
+            }) {
+                *node_weight.entry(d.node).or_insert(0) += u64::from(w);
             }
         }
         let mut groups: Vec<Group> = Vec::new();

@@ -84,6 +84,12 @@ pub trait Plugin: Sized + 'static {
     /// with that message.
     fn cycle_start(&self, pod: &types::Pod, cluster: &Cluster) -> Result<Self::Cycle, String>;
 
+    /// Sees each cluster change before it is applied to [`Cluster`], so a
+    /// plugin can keep an index of its own (for example, of the placed pods
+    /// that carry an annotation it cares about) instead of scanning every
+    /// pod in each cycle. The default ignores changes.
+    fn observe(&self, _delta: &types::Delta, _cluster: &Cluster) {}
+
     /// Which extension points matter for this cycle's pod; the default is
     /// all of them. Return `filter: false` when Filter would pass every
     /// node and `score: false` when Score would not tell nodes apart: the

@@ -72,11 +72,19 @@ pub fn init<P: Plugin>(args: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// `lifecycle.apply`.
+/// `lifecycle.apply`: shows each change to the plugin ([`Plugin::observe`])
+/// and applies it to the cluster.
 pub fn apply<P: Plugin>(deltas: Vec<Delta>) {
     with_state::<P, _>(|s| {
+        let State {
+            plugin, cluster, ..
+        } = s;
+        let plugin = plugin.as_ref().and_then(|p| p.downcast_ref::<P>());
         for d in deltas {
-            s.cluster.apply(d);
+            if let Some(p) = plugin {
+                p.observe(&d, cluster);
+            }
+            cluster.apply(d);
         }
     })
 }
