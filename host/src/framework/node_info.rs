@@ -21,6 +21,12 @@ pub struct NodeInfo {
     pub non_zero_milli_cpu: i64,
     pub non_zero_memory: i64,
     pub used_ports: Vec<HostPort>,
+    /// The placed pods with any pod (anti-)affinity term (upstream's
+    /// `PodsWithAffinity`), so InterPodAffinity need not walk every pod.
+    pub pods_with_affinity: Vec<Arc<Pod>>,
+    /// The placed pods with a required anti-affinity term (upstream's
+    /// `PodsWithRequiredAntiAffinity`).
+    pub pods_with_required_anti_affinity: Vec<Arc<Pod>>,
 }
 
 impl NodeInfo {
@@ -33,6 +39,8 @@ impl NodeInfo {
             non_zero_milli_cpu: 0,
             non_zero_memory: 0,
             used_ports: Vec::new(),
+            pods_with_affinity: Vec::new(),
+            pods_with_required_anti_affinity: Vec::new(),
         }
     }
 
@@ -45,6 +53,12 @@ impl NodeInfo {
         self.non_zero_milli_cpu += pod.non_zero_milli_cpu;
         self.non_zero_memory += pod.non_zero_memory;
         self.used_ports.extend(pod.host_ports.iter().cloned());
+        if !pod.pod_affinity.is_empty() {
+            self.pods_with_affinity.push(pod.clone());
+        }
+        if !pod.pod_affinity.required_anti_affinity.is_empty() {
+            self.pods_with_required_anti_affinity.push(pod.clone());
+        }
         self.pods.push(pod);
     }
 
@@ -52,6 +66,9 @@ impl NodeInfo {
     pub fn remove_pod(&mut self, uid: &str) -> Option<Arc<Pod>> {
         let pos = self.pods.iter().position(|p| p.uid == uid)?;
         let pod = self.pods.swap_remove(pos);
+        self.pods_with_affinity.retain(|p| p.uid != uid);
+        self.pods_with_required_anti_affinity
+            .retain(|p| p.uid != uid);
         self.requested.sub(&pod.requests);
         self.non_zero_milli_cpu -= pod.non_zero_milli_cpu;
         self.non_zero_memory -= pod.non_zero_memory;
@@ -207,5 +224,39 @@ impl Snapshot {
     /// Where a pod is placed, if it is.
     pub fn node_of(&self, uid: &str) -> Option<u32> {
         self.pod_node.get(uid).copied()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use serde_json::json;
+
+    use crate::plugins::testutil::{N, P};
+
+    use super::Snapshot;
+
+    #[test]
+    fn affinity_lists_follow_adds_and_removes() {
+        let mut snap = Snapshot::default();
+        let i = snap.set_node(N::new("n1").build());
+        let anti = json!({"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"app": "db"}}}]}});
+        let pref = json!({"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 5, "podAffinityTerm": {"topologyKey": "zone", "labelSelector": {"matchLabels": {"app": "web"}}}}]}});
+        snap.add_pod(i, Arc::new(P::new("plain").build()));
+        snap.add_pod(i, Arc::new(P::new("anti").affinity(anti).build()));
+        snap.add_pod(i, Arc::new(P::new("pref").affinity(pref).build()));
+        let info = snap.get(i).unwrap();
+        let names =
+            |v: &Vec<Arc<crate::model::Pod>>| v.iter().map(|p| p.name.clone()).collect::<Vec<_>>();
+        assert_eq!(names(&info.pods_with_affinity), ["anti", "pref"]);
+        assert_eq!(names(&info.pods_with_required_anti_affinity), ["anti"]);
+        snap.remove_pod("anti");
+        let info = snap.get(i).unwrap();
+        assert_eq!(names(&info.pods_with_affinity), ["pref"]);
+        assert!(info.pods_with_required_anti_affinity.is_empty());
+        assert_eq!(info.pods.len(), 2);
     }
 }

@@ -110,11 +110,20 @@ impl FilterState {
         let required_affinity = &pod.pod_affinity.required_affinity;
         let required_anti = &pod.pod_affinity.required_anti_affinity;
         let mut s = Self::default();
+        // Without required terms of its own, only placed pods with required
+        // anti-affinity can constrain the pod (upstream's
+        // `PodsWithRequiredAntiAffinity`).
+        let all = !required_affinity.is_empty() || !required_anti.is_empty();
         for info in snapshot.nodes() {
             let node = &info.node;
+            let pods = if all {
+                &info.pods
+            } else {
+                &info.pods_with_required_anti_affinity
+            };
             // The incoming pod itself may still be recorded (a retry of an
             // assumed pod); it must not attract or repel itself.
-            for existing in info.pods.iter().filter(|p| p.uid != pod.uid) {
+            for existing in pods.iter().filter(|p| p.uid != pod.uid) {
                 for t in &existing.pod_affinity.required_anti_affinity {
                     if t.matches(pod) {
                         s.existing_anti.add_for_node(node, &t.topology_key, 1);
@@ -247,7 +256,14 @@ impl InterPodAffinity {
             if node.labels.is_empty() {
                 continue;
             }
-            for existing in info.pods.iter().filter(|p| p.uid != pod.uid) {
+            // Without preferred terms of its own, only placed pods with
+            // affinity can contribute (upstream `PodsWithAffinity`).
+            let pods = if has_preferred {
+                &info.pods
+            } else {
+                &info.pods_with_affinity
+            };
+            for existing in pods.iter().filter(|p| p.uid != pod.uid) {
                 let theirs = &existing.pod_affinity;
                 // Without preferred terms of its own, only placed pods with
                 // affinity can contribute (upstream `PodsWithAffinity`).

@@ -21,7 +21,7 @@ pub mod pod_topology_spread;
 pub mod taint_toleration;
 
 #[cfg(test)]
-mod testutil;
+pub(crate) mod testutil;
 
 pub use balanced_allocation::BalancedAllocation;
 pub use inter_pod_affinity::InterPodAffinity;
