@@ -31,7 +31,8 @@ enum Command {
     Plugin(PluginCommand),
     /// Benchmark the scheduling engine on a synthetic cluster (in process).
     Bench(BenchArgs),
-    /// Print the built-in default configuration's profiles and plugins.
+    /// Print each profile's plugin chain and the wasm plugins (of the
+    /// built-in configuration, or of --config FILE).
     Profiles {
         /// Configuration file (default: the built-in configuration).
         #[arg(long)]
