@@ -38,16 +38,16 @@ pub fn table(report: &Report) -> String {
     for h in &report.plugin_health {
         let failures: Vec<String> = h.failures.iter().map(|(k, v)| format!("{v} {k}")).collect();
         out.push_str(&format!(
-            "\nplugin {} (profile {}): failures: {}; skipped for {} pod(s)\n",
+            "\nplugin {} (profile {}): failures: {}; skipped for {} pod(s); {} instance(s) started\n",
             h.plugin,
             h.profile,
-            if failures.is_empty() {
-                "none".into()
-            } else {
-                failures.join(", ")
-            },
-            h.skips
+            if failures.is_empty() { "none".into() } else { failures.join(", ") },
+            h.skips,
+            h.instances
         ));
+        if let Some(last) = &h.last_failure {
+            out.push_str(&format!("  last failure: {last}\n"));
+        }
     }
     if let Some(t) = &report.traffic {
         let pct = |v: u64| {

@@ -47,6 +47,10 @@ pub struct PluginHealth {
     pub plugin: String,
     pub failures: std::collections::BTreeMap<&'static str, u64>,
     pub skips: u64,
+    /// Instances started, the first included (each failure replaces one).
+    pub instances: u64,
+    /// The most recent failure, with its cause.
+    pub last_failure: Option<String>,
 }
 
 /// The result of a simulation.
@@ -293,6 +297,11 @@ pub fn run(
                     plugin: w.name.clone(),
                     failures,
                     skips,
+                    instances: w
+                        .stats
+                        .instances_created
+                        .load(std::sync::atomic::Ordering::Relaxed),
+                    last_failure: w.stats.last_failure.lock().clone(),
                 });
             }
         }

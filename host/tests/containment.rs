@@ -169,7 +169,17 @@ fn unbounded_memory_growth_is_capped() {
     for p in ["p1", "p2", "p4"] {
         assert_eq!(placed(&r, p).as_deref(), Some("node-b"));
     }
-    assert!(r.plugin_health[0].failures.contains_key("memory"));
+    let health = &r.plugin_health[0];
+    assert!(health.failures.contains_key("memory"));
+    // The failed instance was replaced, and the report says why.
+    assert!(health.instances >= 2, "{health:?}");
+    assert!(
+        health
+            .last_failure
+            .as_deref()
+            .is_some_and(|f| f.starts_with("memory limit exceeded")),
+        "{health:?}"
+    );
 }
 
 #[test]

@@ -220,11 +220,6 @@ impl Snapshot {
         self.log.push(Change::PodRemove(i, uid.to_string()));
         Some((i, pod))
     }
-
-    /// Where a pod is placed, if it is.
-    pub fn node_of(&self, uid: &str) -> Option<u32> {
-        self.pod_node.get(uid).copied()
-    }
 }
 
 #[cfg(test)]
