@@ -12,6 +12,7 @@ const TARGET: &str = "wasm32-wasip2";
 const PLUGINS: &[(&str, bool)] = &[
     ("gpu-topology", true),
     ("network-locality", true),
+    ("deletion-cost", true),
     ("chaos", false),
 ];
 

@@ -2,6 +2,7 @@
 
 pub mod bench;
 pub mod config;
+pub mod deletion_cost;
 pub mod framework;
 pub mod manifest;
 pub mod metrics;

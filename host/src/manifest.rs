@@ -213,3 +213,69 @@ fn decode<T: serde::de::DeserializeOwned>(obj: serde_yaml::Value) -> Result<T, S
 fn model_cause(e: ModelError) -> String {
     format!("{}: {}", e.field, e.cause)
 }
+
+/// One object of a manifest, not yet decoded: for commands that read
+/// kinds other than Nodes and Pods (the scale-down preview reads
+/// Deployments and ReplicaSets too).
+#[derive(Debug, Clone)]
+pub struct RawObject {
+    pub kind: String,
+    pub value: serde_yaml::Value,
+    pub file: String,
+    /// `document N (Kind name): `, for errors.
+    pub location: String,
+}
+
+impl RawObject {
+    /// Decodes the object, naming the file, document and field on error.
+    pub fn decode<T: serde::de::DeserializeOwned>(&self) -> Result<T, ManifestError> {
+        decode(self.value.clone()).map_err(|cause| ManifestError {
+            file: self.file.clone(),
+            location: self.location.clone(),
+            cause,
+        })
+    }
+}
+
+/// Every object in `paths` (files, or directories searched as [`load`]
+/// does), `List`s flattened, in file order.
+pub fn raw_objects(paths: &[PathBuf]) -> Result<Vec<RawObject>, ManifestError> {
+    let mut files = Vec::new();
+    for path in paths {
+        collect(path, &mut files)?;
+    }
+    let mut out = Vec::new();
+    for file in files {
+        let name = file.display().to_string();
+        let fail = |location: String, cause: String| ManifestError {
+            file: name.clone(),
+            location,
+            cause,
+        };
+        let text =
+            std::fs::read_to_string(&file).map_err(|e| fail(String::new(), e.to_string()))?;
+        for (i, doc) in serde_yaml::Deserializer::from_str(&text).enumerate() {
+            let value = serde_yaml::Value::deserialize(doc).map_err(|e| {
+                fail(
+                    format!("document {}: ", i + 1),
+                    format!("not valid YAML/JSON: {e}"),
+                )
+            })?;
+            if value.is_null() {
+                continue;
+            }
+            let mut objects = Vec::new();
+            flatten(value, &mut objects).map_err(|c| fail(format!("document {}: ", i + 1), c))?;
+            for (kind, obj) in objects {
+                let location = format!("document {} ({}): ", i + 1, object_label(&kind, &obj));
+                out.push(RawObject {
+                    kind,
+                    value: obj,
+                    file: name.clone(),
+                    location,
+                });
+            }
+        }
+    }
+    Ok(out)
+}

@@ -4,8 +4,10 @@
 //! Every struct denies unknown fields: a typo is an error at start, with
 //! the field's path, never a silently ignored setting.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
 use serde::Deserialize;
 
 use crate::wasm::FailurePolicy;
@@ -31,6 +33,9 @@ pub struct ConfigFile {
     /// restart does not compile again. Absent: `$WASMSCHED_PLUGIN_CACHE`,
     /// else no disk cache. See docs/plugin-lifecycle.md.
     pub plugin_cache_dir: Option<PathBuf>,
+    /// The pod-deletion-cost controller; `wasmsched run` starts it when
+    /// present. See docs/deletion-cost.md.
+    pub deletion_cost: Option<DeletionCostFile>,
 }
 
 /// `profiles[]`.
@@ -102,4 +107,79 @@ pub struct WasmPluginFile {
     pub memory_limit: Option<String>,
     /// `Fail` (default) or `Ignore`.
     pub failure_policy: Option<FailurePolicy>,
+}
+
+/// `deletionCost`: the pod-deletion-cost controller. Validated into
+/// `deletion_cost::DeletionCostConfig`, which documents each default.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct DeletionCostFile {
+    /// How often costs are recomputed, e.g. `30s`.
+    pub interval: Option<String>,
+    /// A cost is rewritten only when it moves by more than this.
+    pub hysteresis: Option<u32>,
+    /// Global cap on annotation writes (pod patches) per second.
+    pub writes_per_second: Option<f64>,
+    /// How long a metric series that disappeared still holds a pod's cost.
+    pub stale_after: Option<String>,
+    pub prometheus: Option<PrometheusFile>,
+    pub pod_metrics: Option<PodMetricsFile>,
+    #[serde(default)]
+    pub workloads: WorkloadsFile,
+    /// The deletion-cost policy: `DeletionCost` (built in) or the name of
+    /// a `wasmPlugins` entry.
+    pub plugin: Option<String>,
+    /// The policy's args (JSON object).
+    #[serde(default)]
+    pub args: serde_json::Value,
+}
+
+/// `deletionCost.prometheus`: metrics from Prometheus's HTTP API.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PrometheusFile {
+    pub url: String,
+    /// Deadline of each query, e.g. `5s`.
+    pub timeout: Option<String>,
+    /// Metric name -> PromQL with `{pod}` and `{namespace}` placeholders.
+    #[serde(default)]
+    pub queries: BTreeMap<String, String>,
+}
+
+/// `deletionCost.podMetrics`: metrics scraped from each pod's own
+/// endpoint (Prometheus text format).
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PodMetricsFile {
+    pub port: Option<u16>,
+    pub path: Option<String>,
+    pub timeout: Option<String>,
+    /// Metric name -> the series name in the pod's exposition.
+    #[serde(default)]
+    pub metrics: BTreeMap<String, String>,
+}
+
+/// `deletionCost.workloads`: which ReplicaSets (directly or through their
+/// Deployment) the controller manages.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct WorkloadsFile {
+    /// Opt-in label on a Deployment or ReplicaSet (value `"true"`).
+    pub label: Option<String>,
+    /// Opt-in annotation on a Deployment or ReplicaSet (value `"true"`).
+    pub annotation: Option<String>,
+    #[serde(default)]
+    pub selectors: Vec<WorkloadSelectorFile>,
+}
+
+/// `deletionCost.workloads.selectors[]`: Deployments or ReplicaSets whose
+/// labels match (in `namespace`, or in every namespace).
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct WorkloadSelectorFile {
+    pub namespace: Option<String>,
+    #[serde(default)]
+    pub match_labels: BTreeMap<String, String>,
+    #[serde(default)]
+    pub match_expressions: Vec<LabelSelectorRequirement>,
 }

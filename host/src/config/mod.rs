@@ -27,6 +27,10 @@ pub const BUILTIN_WASM: &[(&str, &str, i64)] = &[
     ("NetworkLocality", "network-locality", 2),
 ];
 
+/// Built-in deletion-cost policies: (plugin name, crate name). They take
+/// part in no profile; `deletionCost.plugin` names one.
+pub const BUILTIN_DELETION_COST: &[(&str, &str)] = &[("DeletionCost", "deletion-cost")];
+
 /// A configuration that cannot be used, naming the field.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
 #[error("{field}: {cause}")]
@@ -146,8 +150,12 @@ pub fn plugin_files(file: &ConfigFile, base: &Path) -> Vec<(String, std::path::P
 fn wasm_specs(file: &ConfigFile, base: &Path) -> Result<HashMap<String, WasmSpec>, ConfigError> {
     let cache = plugin_cache(file, base)?;
     let mut specs = HashMap::new();
-    for (name, krate, _) in BUILTIN_WASM {
-        if let Some((_, bytes)) = builtin::BUILTIN.iter().find(|(c, _)| c == krate) {
+    let builtins = BUILTIN_WASM
+        .iter()
+        .map(|(name, krate, _)| (*name, *krate))
+        .chain(BUILTIN_DELETION_COST.iter().copied());
+    for (name, krate) in builtins {
+        if let Some((_, bytes)) = builtin::BUILTIN.iter().find(|(c, _)| *c == krate) {
             specs.insert(
                 name.to_string(),
                 WasmSpec {
@@ -532,6 +540,42 @@ pub fn build(file: &ConfigFile, base: &Path, seed: u64) -> Result<Scheduler, Con
         parallelism,
         modules: module_list,
     })
+}
+
+/// The compiled deletion-cost policy `name` (the built-in `DeletionCost`
+/// or a `wasmPlugins` entry) and its limits; `field` names the setting in
+/// errors.
+pub fn deletion_cost_plugin(
+    file: &ConfigFile,
+    base: &Path,
+    name: &str,
+    field: &str,
+) -> Result<(Arc<PluginModule>, Limits), ConfigError> {
+    let specs = wasm_specs(file, base)?;
+    let spec = specs.get(name).ok_or_else(|| {
+        err(
+            field,
+            format!(
+                "unknown plugin {name:?} (built in: {}; others need a wasmPlugins entry)",
+                BUILTIN_DELETION_COST
+                    .iter()
+                    .map(|(n, _)| *n)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        )
+    })?;
+    let module = compile(name, spec, &mut HashMap::new(), &mut Vec::new())?;
+    if !module.exports.deletion_cost {
+        return Err(err(
+            field,
+            format!(
+                "{name} does not export deletion-cost (exports: {})",
+                module.exports
+            ),
+        ));
+    }
+    Ok((module, spec.limits))
 }
 
 /// Which extension points a plugin name offers (Filter, Score).
