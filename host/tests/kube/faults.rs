@@ -1,0 +1,1 @@
+//! Faults: see below.
