@@ -40,6 +40,10 @@ pub fn run(
                     break pod;
                 }
                 shared.metrics.set_queue(cache.queue.lengths());
+                shared
+                    .metrics
+                    .assumed_pods
+                    .set(cache.assumed_count() as i64);
                 let wait = cache
                     .queue
                     .next_backoff_ready()
