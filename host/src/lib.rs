@@ -10,5 +10,6 @@ pub mod model;
 pub mod output;
 pub mod plugins;
 pub mod reload;
+pub mod runtime;
 pub mod simulate;
 pub mod wasm;

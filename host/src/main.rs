@@ -26,6 +26,12 @@ enum Command {
     /// manifests (Nodes and Pods as `kubectl get -o yaml` prints them) and
     /// report where each lands, or why it cannot.
     Simulate(SimulateArgs),
+    /// Run the scheduler against a Kubernetes API server: watch Nodes and
+    /// Pods, schedule the pending pods whose `spec.schedulerName` a profile
+    /// serves, bind them, and report events, with leader election and an
+    /// HTTP port for /metrics, /healthz and /readyz. Stops cleanly on
+    /// SIGTERM; exits 1 if the lease is lost.
+    Run(RunArgs),
     /// Plugin tools.
     #[command(subcommand)]
     Plugin(PluginCommand),
@@ -62,6 +68,34 @@ struct SimulateArgs {
     /// schedulerName.
     #[arg(long)]
     all_pods: bool,
+}
+
+#[derive(clap::Args)]
+struct RunArgs {
+    /// Scheduler configuration (default: built in, profile `gpu-scheduler`).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Kubeconfig file (default: `clientConnection.kubeconfig`, then
+    /// $KUBECONFIG or ~/.kube/config, then the in-cluster service account).
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+    /// Address of the HTTP port (/metrics, /healthz, /readyz).
+    #[arg(long, default_value = "0.0.0.0:10259")]
+    listen: std::net::SocketAddr,
+    /// This replica's identity in the leader-election Lease (default:
+    /// $POD_NAME or the host name, plus a random suffix).
+    #[arg(long)]
+    identity: Option<String>,
+    /// Turn leader election on or off (overrides
+    /// `leaderElection.leaderElect`).
+    #[arg(long)]
+    leader_elect: Option<bool>,
+    /// Seed of the tie-break between equally scored nodes.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Fault testing: pause before every bind call.
+    #[arg(long, hide = true, default_value = "0s", value_parser = humantime::parse_duration)]
+    bind_delay: std::time::Duration,
 }
 
 #[derive(clap::Args)]
@@ -188,6 +222,7 @@ fn run(command: Command) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Bench(a) => bench(a),
+        Command::Run(a) => run_scheduler(a),
         Command::Plugin(PluginCommand::Watch { config, debounce }) => {
             plugin_watch(config, debounce)
         }
@@ -377,6 +412,44 @@ fn bench(a: BenchArgs) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `wasmsched run`.
+fn run_scheduler(a: RunArgs) -> Result<ExitCode> {
+    use std::sync::Arc;
+    use wasmsched::runtime;
+    let (file, base) = load_config(&a.config)?;
+    let settings = config::runtime(&file, &base).map_err(|e| match &a.config {
+        Some(p) => anyhow::anyhow!("config {}: {e}", p.display()),
+        None => anyhow::anyhow!("built-in config: {e}"),
+    })?;
+    let scheduler = Arc::new(build_scheduler(&a.config, &file, &base, a.seed)?);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let ending = rt.block_on(runtime::run(
+        scheduler,
+        &file,
+        &base,
+        settings,
+        runtime::Options {
+            kubeconfig: a.kubeconfig,
+            listen: a.listen,
+            identity: a.identity,
+            bind_delay: a.bind_delay,
+            leader_elect: a.leader_elect,
+        },
+    ))?;
+    // Plugin instances and watches are not waited for.
+    rt.shutdown_timeout(std::time::Duration::from_secs(1));
+    Ok(match ending {
+        runtime::Ending::Signal => ExitCode::SUCCESS,
+        runtime::Ending::LeaseLost => {
+            eprintln!("error: leadership lost; stopped scheduling");
+            ExitCode::FAILURE
+        }
+    })
 }
 
 /// `wasmsched plugin watch`: the reload machinery of a running scheduler,

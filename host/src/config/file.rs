@@ -33,9 +33,49 @@ pub struct ConfigFile {
     /// restart does not compile again. Absent: `$WASMSCHED_PLUGIN_CACHE`,
     /// else no disk cache. See docs/plugin-lifecycle.md.
     pub plugin_cache_dir: Option<PathBuf>,
+    /// `wasmsched run`: leader election on a Lease, as kube-scheduler's.
+    pub leader_election: Option<LeaderElectionFile>,
+    /// `wasmsched run`: how the scheduler talks to the API server.
+    pub client_connection: Option<ClientConnectionFile>,
+    /// `wasmsched run`: bindings in flight at once (default 16).
+    pub bind_concurrency: Option<usize>,
     /// The pod-deletion-cost controller; `wasmsched run` starts it when
     /// present. See docs/deletion-cost.md.
     pub deletion_cost: Option<DeletionCostFile>,
+}
+
+/// `leaderElection` (kube-scheduler's field names and defaults).
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct LeaderElectionFile {
+    /// Default true.
+    pub leader_elect: Option<bool>,
+    /// How long a lease holds after its last renewal (default `15s`).
+    pub lease_duration: Option<String>,
+    /// The leader gives up when it could not renew for this long (default
+    /// `10s`); must be shorter than `leaseDuration`.
+    pub renew_deadline: Option<String>,
+    /// Time between attempts to acquire or renew (default `2s`).
+    pub retry_period: Option<String>,
+    /// Only `leases` (a `coordination.k8s.io/v1` Lease).
+    pub resource_lock: Option<String>,
+    /// The Lease's name (default `wasmsched`).
+    pub resource_name: Option<String>,
+    /// The Lease's namespace (default `kube-system`).
+    pub resource_namespace: Option<String>,
+}
+
+/// `clientConnection` (kube-scheduler's field names).
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ClientConnectionFile {
+    /// Kubeconfig file (default: `--kubeconfig`, `$KUBECONFIG`, then
+    /// in-cluster).
+    pub kubeconfig: Option<PathBuf>,
+    /// Sustained API writes per second (default 50, as kube-scheduler).
+    pub qps: Option<f32>,
+    /// Burst of API writes (default 100).
+    pub burst: Option<u32>,
 }
 
 /// `profiles[]`.

@@ -625,3 +625,97 @@ fn compile(
     list.push((name.to_string(), module.clone()));
     Ok(module)
 }
+
+/// Leader election, resolved (see [`file::LeaderElectionFile`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LeaderElection {
+    pub enabled: bool,
+    pub lease_duration: Duration,
+    pub renew_deadline: Duration,
+    pub retry_period: Duration,
+    pub name: String,
+    pub namespace: String,
+}
+
+/// Settings of `wasmsched run` beyond the profiles, resolved and checked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RuntimeSettings {
+    pub leader_election: LeaderElection,
+    pub kubeconfig: Option<std::path::PathBuf>,
+    pub qps: f32,
+    pub burst: u32,
+    pub bind_concurrency: usize,
+}
+
+/// Resolves the runtime sections of the configuration, with
+/// kube-scheduler's defaults.
+pub fn runtime(file: &ConfigFile, base: &Path) -> Result<RuntimeSettings, ConfigError> {
+    let le = file.leader_election.clone().unwrap_or_default();
+    let leader_election = LeaderElection {
+        enabled: le.leader_elect.unwrap_or(true),
+        lease_duration: duration(
+            "leaderElection.leaseDuration",
+            &le.lease_duration,
+            Duration::from_secs(15),
+        )?,
+        renew_deadline: duration(
+            "leaderElection.renewDeadline",
+            &le.renew_deadline,
+            Duration::from_secs(10),
+        )?,
+        retry_period: duration(
+            "leaderElection.retryPeriod",
+            &le.retry_period,
+            Duration::from_secs(2),
+        )?,
+        name: le.resource_name.unwrap_or_else(|| "wasmsched".into()),
+        namespace: le
+            .resource_namespace
+            .unwrap_or_else(|| "kube-system".into()),
+    };
+    if let Some(lock) = &le.resource_lock {
+        if lock != "leases" {
+            return Err(err(
+                "leaderElection.resourceLock",
+                format!("unsupported {lock:?} (only \"leases\")"),
+            ));
+        }
+    }
+    if leader_election.renew_deadline >= leader_election.lease_duration {
+        // Otherwise a leader could still be scheduling after its lease
+        // expired and another replica took over.
+        return Err(err(
+            "leaderElection.renewDeadline",
+            "must be shorter than leaseDuration",
+        ));
+    }
+    if leader_election.retry_period >= leader_election.renew_deadline {
+        return Err(err(
+            "leaderElection.retryPeriod",
+            "must be shorter than renewDeadline",
+        ));
+    }
+    let cc = file.client_connection.clone().unwrap_or_default();
+    let qps = cc.qps.unwrap_or(50.0);
+    if !(qps.is_finite() && qps > 0.0) {
+        return Err(err(
+            "clientConnection.qps",
+            format!("must be a positive number, not {qps}"),
+        ));
+    }
+    let burst = cc.burst.unwrap_or(100);
+    if burst == 0 {
+        return Err(err("clientConnection.burst", "must be at least 1"));
+    }
+    let bind_concurrency = file.bind_concurrency.unwrap_or(16);
+    if bind_concurrency == 0 {
+        return Err(err("bindConcurrency", "must be at least 1"));
+    }
+    Ok(RuntimeSettings {
+        leader_election,
+        kubeconfig: cc.kubeconfig.map(|p| base.join(p)),
+        qps,
+        burst,
+        bind_concurrency,
+    })
+}

@@ -137,10 +137,18 @@ impl Framework {
         }
         let ctx = CycleContext { pod, snapshot };
         let mut state = CycleState::default();
-        if let Err(reason) = self.pre_filter(profile, &ctx, &mut state, cycle) {
+        let started = Instant::now();
+        let pre = self.pre_filter(profile, &ctx, &mut state, cycle);
+        self.timings.extension_point(
+            "PreFilter",
+            if pre.is_ok() { "Success" } else { "Unschedulable" },
+            started.elapsed(),
+        );
+        if let Err(reason) = pre {
             fit.pod_reason = Some(reason);
             return Outcome::Unschedulable(fit);
         }
+        let filter_started = Instant::now();
 
         // Filter, in waves of one chunk per worker, in round-robin order
         // from where the previous cycle stopped (deterministic for a seed).
@@ -186,6 +194,11 @@ impl Framework {
         }
         self.next_start
             .store((start + processed) % all.len(), Ordering::Relaxed);
+        self.timings.extension_point(
+            "Filter",
+            if feasible.is_empty() { "Unschedulable" } else { "Success" },
+            filter_started.elapsed(),
+        );
 
         match feasible.len() {
             0 => {
@@ -201,7 +214,14 @@ impl Framework {
                 evaluated_nodes: processed,
                 feasible_nodes: 1,
             }),
-            n => match self.score_nodes(profile, &ctx, &mut state, cycle, &feasible) {
+            n => match {
+                let started = Instant::now();
+                let r = self.score_nodes(profile, &ctx, &mut state, cycle, &feasible);
+                let status = if r.is_ok() { "Success" } else { "Error" };
+                self.timings
+                    .extension_point("Score", status, started.elapsed());
+                r
+            } {
                 Ok(totals) => {
                     let best = self.select(&totals);
                     Outcome::Scheduled(Placement {

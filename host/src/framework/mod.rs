@@ -13,3 +13,4 @@ pub use fit_error::FitError;
 pub use interface::{CycleContext, CycleState, FilterPlugin, PluginError, Rejection, ScorePlugin};
 pub use node_info::{Change, NodeInfo, Snapshot};
 pub use profile::{FilterEntry, Profile, ScoreEntry, WeightedScore};
+pub use timings::TimingSink;

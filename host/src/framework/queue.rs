@@ -96,6 +96,14 @@ impl SchedulingQueue {
         (INITIAL_BACKOFF_MS << shift).min(MAX_BACKOFF_MS)
     }
 
+    /// A pod whose attempt failed for a reason other than fit (an error,
+    /// a failed binding) goes straight to backoffQ.
+    pub fn add_backoff(&mut self, pod: Arc<Pod>, now_ms: u64) {
+        let attempts = self.attempts.get(&pod.uid).copied().unwrap_or(1);
+        let e = self.entry(pod);
+        self.backoff.push((now_ms + Self::backoff_ms(attempts), e));
+    }
+
     /// A pod that did not fit waits in the unschedulable pool until a
     /// cluster event may make it fit.
     pub fn add_unschedulable(&mut self, pod: Arc<Pod>) {

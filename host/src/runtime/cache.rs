@@ -1,0 +1,421 @@
+//! The scheduler's cache: the cluster as the watches report it, plus the
+//! pods this scheduler placed but whose binding the watch has not shown
+//! yet ("assumed", as upstream). The snapshot the framework schedules
+//! against is kept here, so it always includes assumed pods and the next
+//! cycle cannot hand out the same capacity twice.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use crate::framework::queue::SchedulingQueue;
+use crate::framework::Snapshot;
+use crate::model::{Node, Pod};
+
+/// How long an assumed pod whose binding succeeded may wait for the watch
+/// to confirm it before the cache forgets it (upstream: 30 s after
+/// binding finished). Only a lost watch event makes this matter.
+pub const ASSUMED_TTL_MS: u64 = 30_000;
+
+#[derive(Debug, Clone)]
+struct Assumed {
+    node: String,
+    /// When the bind call succeeded; `None` while it is in flight.
+    bound_at_ms: Option<u64>,
+}
+
+/// What a pod update meant for scheduling.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PodUpdate {
+    /// A pending pod a profile serves joined the queue.
+    Queued,
+    /// A queued pod's object changed (the queue keeps its place).
+    Updated,
+    /// A bound pod was added or changed in the snapshot.
+    Bound,
+    /// The pod left the cache (deleted, terminal, or terminating).
+    Removed,
+    /// Nothing this scheduler acts on.
+    Ignored,
+}
+
+/// The cache and the queue, guarded together by one lock so a cycle sees
+/// a consistent snapshot.
+#[derive(Default)]
+pub struct Cache {
+    pub snapshot: Snapshot,
+    pub queue: SchedulingQueue,
+    /// Pending pods a profile serves, latest version, by uid.
+    pending: HashMap<String, Arc<Pod>>,
+    /// Bound pods by uid, as the API reports them.
+    bound: HashMap<String, Arc<Pod>>,
+    /// Pods placed by this scheduler, not yet seen bound by the watch.
+    assumed: HashMap<String, Assumed>,
+}
+
+impl Cache {
+    /// Adds or updates a node. Returns false when nothing that matters for
+    /// scheduling changed (a status heartbeat).
+    pub fn node_applied(&mut self, node: Node, now_ms: u64) -> bool {
+        let existing = self.snapshot.by_name(&node.name).map(|i| i.node.clone());
+        if existing.as_deref() == Some(&node) {
+            return false;
+        }
+        let name = node.name.clone();
+        let index = self.snapshot.set_node(node);
+        if existing.is_none() {
+            // Pods the watch reported bound before their node arrived.
+            let pods: Vec<Arc<Pod>> = self
+                .bound
+                .values()
+                .filter(|p| p.node_name.as_deref() == Some(name.as_str()))
+                .cloned()
+                .collect();
+            for p in pods {
+                self.snapshot.add_pod(index, p);
+            }
+        }
+        self.queue.on_cluster_event(now_ms);
+        true
+    }
+
+    pub fn node_deleted(&mut self, name: &str, now_ms: u64) -> bool {
+        let removed = self.snapshot.remove_node(name).is_some();
+        if removed {
+            self.queue.on_cluster_event(now_ms);
+        }
+        removed
+    }
+
+    /// Applies a pod as the watch reports it. `served` says whether a
+    /// profile serves a `schedulerName`.
+    pub fn pod_applied(
+        &mut self,
+        pod: Pod,
+        terminating: bool,
+        served: impl Fn(&str) -> bool,
+        now_ms: u64,
+    ) -> PodUpdate {
+        if terminating || matches!(pod.phase.as_str(), "Succeeded" | "Failed") {
+            // Terminal pods free their node's resources (upstream's
+            // informer filters them out); a terminating pending pod is
+            // not scheduled.
+            return if self.pod_deleted(&pod.uid, now_ms) {
+                PodUpdate::Removed
+            } else {
+                PodUpdate::Ignored
+            };
+        }
+        let uid = pod.uid.clone();
+        match pod.node_name.clone() {
+            Some(node) => {
+                self.pending.remove(&uid);
+                self.queue.done(&uid);
+                self.assumed.remove(&uid);
+                let pod = Arc::new(pod);
+                let same = self.bound.get(&uid).is_some_and(|old| **old == *pod);
+                self.bound.insert(uid.clone(), pod.clone());
+                if same {
+                    return PodUpdate::Ignored;
+                }
+                if let Some(index) = self.snapshot.index_of(&node) {
+                    self.snapshot.add_pod(index, pod);
+                    self.queue.on_cluster_event(now_ms);
+                } else {
+                    // Counted when its node arrives.
+                    self.snapshot.remove_pod(&uid);
+                }
+                PodUpdate::Bound
+            }
+            None => {
+                if self.assumed.contains_key(&uid) || !served(&pod.scheduler_name) {
+                    // An assumed pod's pending view is stale: the binding
+                    // is in flight.
+                    return PodUpdate::Ignored;
+                }
+                let fresh = self.pending.insert(uid, Arc::new(pod.clone())).is_none();
+                if fresh {
+                    self.queue.add(Arc::new(pod));
+                    PodUpdate::Queued
+                } else {
+                    PodUpdate::Updated
+                }
+            }
+        }
+    }
+
+    /// Forgets a pod everywhere. Returns whether it held resources in the
+    /// snapshot (so waiting pods may now fit) or was queued.
+    pub fn pod_deleted(&mut self, uid: &str, now_ms: u64) -> bool {
+        let was_pending = self.pending.remove(uid).is_some();
+        self.queue.done(uid);
+        self.assumed.remove(uid);
+        self.bound.remove(uid);
+        let freed = self.snapshot.remove_pod(uid).is_some();
+        if freed {
+            self.queue.on_cluster_event(now_ms);
+        }
+        freed || was_pending
+    }
+
+    /// After a relist (watch restarted): drops pods that are gone. Assumed
+    /// pods stay; their binding decides.
+    pub fn retain_pods(&mut self, seen: &HashSet<String>, now_ms: u64) -> usize {
+        let gone: Vec<String> = self
+            .pending
+            .keys()
+            .chain(self.bound.keys())
+            .filter(|uid| !seen.contains(*uid) && !self.assumed.contains_key(*uid))
+            .cloned()
+            .collect();
+        for uid in &gone {
+            self.pod_deleted(uid, now_ms);
+        }
+        gone.len()
+    }
+
+    /// After a relist: drops nodes that are gone.
+    pub fn retain_nodes(&mut self, seen: &HashSet<String>, now_ms: u64) -> usize {
+        let gone: Vec<String> = self
+            .snapshot
+            .nodes()
+            .map(|n| n.node.name.clone())
+            .filter(|n| !seen.contains(n))
+            .collect();
+        for name in &gone {
+            self.node_deleted(name, now_ms);
+        }
+        gone.len()
+    }
+
+    /// The next pod to schedule, in its latest version.
+    pub fn pop(&mut self, now_ms: u64) -> Option<Arc<Pod>> {
+        while let Some(pod) = self.queue.pop(now_ms) {
+            if let Some(latest) = self.pending.get(&pod.uid) {
+                return Some(latest.clone());
+            }
+        }
+        None
+    }
+
+    /// Places a pod on a node before it is bound, so the next cycle sees
+    /// the capacity taken. Returns the bound copy to send to the API.
+    pub fn assume(&mut self, pod: &Pod, node: &str) -> Option<Arc<Pod>> {
+        let index = self.snapshot.index_of(node)?;
+        let mut bound = pod.clone();
+        bound.node_name = Some(node.to_string());
+        let bound = Arc::new(bound);
+        self.pending.remove(&pod.uid);
+        self.assumed.insert(
+            pod.uid.clone(),
+            Assumed {
+                node: node.to_string(),
+                bound_at_ms: None,
+            },
+        );
+        self.snapshot.add_pod(index, bound.clone());
+        Some(bound)
+    }
+
+    /// Whether a pod is still assumed on `node` and the node is still
+    /// there: the binder checks this right before the bind call.
+    pub fn still_assumed(&self, uid: &str, node: &str) -> bool {
+        self.assumed.get(uid).is_some_and(|a| a.node == node)
+            && self.snapshot.index_of(node).is_some()
+    }
+
+    /// The node a pod is assumed on, if it is.
+    pub fn assumed_on(&self, uid: &str) -> Option<&str> {
+        self.assumed.get(uid).map(|a| a.node.as_str())
+    }
+
+    /// The bind call succeeded; the watch will confirm.
+    pub fn finish_binding(&mut self, uid: &str, now_ms: u64) {
+        if let Some(a) = self.assumed.get_mut(uid) {
+            a.bound_at_ms = Some(now_ms);
+        }
+    }
+
+    /// Undoes an assumption (binding failed or was abandoned): the
+    /// reservation is released, and waiting pods may fit again.
+    pub fn forget(&mut self, uid: &str, now_ms: u64) -> bool {
+        if self.assumed.remove(uid).is_none() {
+            return false;
+        }
+        if !self.bound.contains_key(uid) {
+            self.snapshot.remove_pod(uid);
+        }
+        self.queue.on_cluster_event(now_ms);
+        true
+    }
+
+    /// Puts a pod whose binding failed back in the queue (after backoff),
+    /// unless it was deleted or bound meanwhile.
+    pub fn requeue(&mut self, pod: Arc<Pod>, now_ms: u64) {
+        if self.bound.contains_key(&pod.uid) || self.assumed.contains_key(&pod.uid) {
+            return;
+        }
+        let mut pending = (*pod).clone();
+        pending.node_name = None;
+        let pending = Arc::new(pending);
+        self.pending.insert(pod.uid.clone(), pending.clone());
+        self.queue.add_backoff(pending, now_ms);
+    }
+
+    /// Forgets assumed pods whose binding succeeded long ago but never
+    /// showed up in the watch. Returns their uids.
+    pub fn expire_assumed(&mut self, now_ms: u64) -> Vec<String> {
+        let expired: Vec<String> = self
+            .assumed
+            .iter()
+            .filter(|(_, a)| a.bound_at_ms.is_some_and(|t| now_ms >= t + ASSUMED_TTL_MS))
+            .map(|(uid, _)| uid.clone())
+            .collect();
+        for uid in &expired {
+            self.forget(uid, now_ms);
+        }
+        expired
+    }
+
+    pub fn is_pending(&self, uid: &str) -> bool {
+        self.pending.contains_key(uid)
+    }
+
+    pub fn assumed_count(&self) -> usize {
+        self.assumed.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
+
+    use crate::plugins::testutil::{N, P};
+
+    use super::*;
+
+    fn served(name: &str) -> bool {
+        name == "default-scheduler"
+    }
+
+    fn cache_with_node() -> Cache {
+        let mut c = Cache::default();
+        c.node_applied(N::new("n1").alloc(&[("cpu", "4"), ("pods", "10")]).build(), 0);
+        c
+    }
+
+    #[test]
+    fn assumed_capacity_is_visible_until_forgotten() {
+        let mut c = cache_with_node();
+        let pod = P::new("p").req(&[("cpu", "3")]).build();
+        assert_eq!(
+            c.pod_applied(pod.clone(), false, served, 0),
+            PodUpdate::Queued
+        );
+        let popped = c.pop(0).unwrap();
+        c.assume(&popped, "n1").unwrap();
+        assert_eq!(c.snapshot.by_name("n1").unwrap().pods.len(), 1);
+        assert!(c.still_assumed(&pod.uid, "n1"));
+        // The stale pending view from the watch does not requeue it.
+        assert_eq!(
+            c.pod_applied(pod.clone(), false, served, 0),
+            PodUpdate::Ignored
+        );
+        assert!(c.pop(0).is_none());
+        assert!(c.forget(&pod.uid, 10));
+        assert!(c.snapshot.by_name("n1").unwrap().pods.is_empty());
+    }
+
+    #[test]
+    fn watch_confirmation_replaces_the_assumption() {
+        let mut c = cache_with_node();
+        let pod = P::new("p").req(&[("cpu", "1")]).build();
+        c.pod_applied(pod.clone(), false, served, 0);
+        let popped = c.pop(0).unwrap();
+        c.assume(&popped, "n1").unwrap();
+        c.finish_binding(&pod.uid, 5);
+        let mut bound = pod.clone();
+        bound.node_name = Some("n1".into());
+        assert_eq!(c.pod_applied(bound, false, served, 6), PodUpdate::Bound);
+        assert_eq!(c.assumed_count(), 0);
+        // A late forget (e.g. a TTL) does not drop a confirmed pod.
+        assert!(!c.forget(&pod.uid, 7));
+        assert_eq!(c.snapshot.by_name("n1").unwrap().pods.len(), 1);
+        assert!(c.expire_assumed(1_000_000).is_empty());
+    }
+
+    #[test]
+    fn unconfirmed_bindings_expire() {
+        let mut c = cache_with_node();
+        let pod = P::new("p").req(&[("cpu", "1")]).build();
+        c.pod_applied(pod.clone(), false, served, 0);
+        let popped = c.pop(0).unwrap();
+        c.assume(&popped, "n1").unwrap();
+        c.finish_binding(&pod.uid, 100);
+        assert!(c.expire_assumed(100 + ASSUMED_TTL_MS - 1).is_empty());
+        assert_eq!(c.expire_assumed(100 + ASSUMED_TTL_MS), vec![pod.uid.clone()]);
+        assert!(c.snapshot.by_name("n1").unwrap().pods.is_empty());
+    }
+
+    #[test]
+    fn other_schedulers_and_terminal_pods_are_ignored() {
+        let mut c = cache_with_node();
+        let mut other = P::new("o").build();
+        other.scheduler_name = "someone-else".into();
+        assert_eq!(c.pod_applied(other, false, served, 0), PodUpdate::Ignored);
+        let mut done = P::new("d").build();
+        done.node_name = Some("n1".into());
+        assert_eq!(
+            c.pod_applied(done.clone(), false, served, 0),
+            PodUpdate::Bound
+        );
+        done.phase = "Succeeded".into();
+        assert_eq!(c.pod_applied(done, false, served, 0), PodUpdate::Removed);
+        assert!(c.snapshot.by_name("n1").unwrap().pods.is_empty());
+        let p = P::new("t").build();
+        assert_eq!(c.pod_applied(p, true, served, 0), PodUpdate::Ignored);
+        assert!(c.pop(0).is_none());
+    }
+
+    #[test]
+    fn pods_bound_before_their_node_count_when_it_arrives() {
+        let mut c = Cache::default();
+        let mut p = P::new("early").req(&[("cpu", "1")]).build();
+        p.node_name = Some("n1".into());
+        c.pod_applied(p, false, served, 0);
+        c.node_applied(N::new("n1").alloc(&[("cpu", "4"), ("pods", "10")]).build(), 1);
+        assert_eq!(c.snapshot.by_name("n1").unwrap().pods.len(), 1);
+        // A heartbeat (same node) changes nothing.
+        assert!(!c.node_applied(N::new("n1").alloc(&[("cpu", "4"), ("pods", "10")]).build(), 2));
+    }
+
+    #[test]
+    fn relist_drops_what_is_gone_but_keeps_assumed_pods() {
+        let mut c = cache_with_node();
+        let a = P::new("a").req(&[("cpu", "1")]).build();
+        let b = P::new("b").req(&[("cpu", "1")]).build();
+        c.pod_applied(a.clone(), false, served, 0);
+        c.pod_applied(b.clone(), false, served, 0);
+        let first = c.pop(0).unwrap();
+        c.assume(&first, "n1").unwrap();
+        let removed = c.retain_pods(&HashSet::new(), 1);
+        assert_eq!(removed, 1, "only the queued pod is dropped");
+        assert!(c.still_assumed(&first.uid, "n1"));
+        assert!(c.pop(1).is_none());
+        assert_eq!(c.retain_nodes(&HashSet::new(), 2), 1);
+        assert!(!c.still_assumed(&first.uid, "n1"), "its node is gone");
+    }
+
+    #[test]
+    fn failed_binding_requeues_with_backoff() {
+        let mut c = cache_with_node();
+        let pod = P::new("p").req(&[("cpu", "1")]).build();
+        c.pod_applied(pod.clone(), false, served, 0);
+        let popped = c.pop(0).unwrap();
+        let bound = c.assume(&popped, "n1").unwrap();
+        c.forget(&pod.uid, 10);
+        c.requeue(bound, 10);
+        assert!(c.pop(10).is_none(), "backing off");
+        let again = c.pop(10 + 1_000).unwrap();
+        assert_eq!(again.node_name, None);
+    }
+}

@@ -1,0 +1,320 @@
+//! Scheduling events and the pod condition, as kube-scheduler writes them:
+//! `Scheduled` ("Successfully assigned ns/pod to node"), `FailedScheduling`
+//! with the FitError message, and `PodScheduled=False, reason
+//! Unschedulable` on the pod's status.
+//!
+//! A pod that keeps failing for the same reason must not flood the API
+//! server (kube-scheduler retries unschedulable pods for as long as they
+//! exist): a repeat of the same message is folded into the existing
+//! Event's `count`, written at most once per [`SERIES_INTERVAL`], and the
+//! condition is written only when its message changes.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::Client;
+use serde_json::json;
+use tokio::sync::mpsc;
+
+use super::client::Throttle;
+use super::metrics::SchedulerMetrics;
+use crate::model::Pod;
+
+/// How often a repeated failure may update its Event.
+pub const SERIES_INTERVAL: Duration = Duration::from_secs(30);
+
+/// The pod an event is about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodRef {
+    pub uid: String,
+    pub namespace: String,
+    pub name: String,
+}
+
+impl PodRef {
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+}
+
+impl From<&Pod> for PodRef {
+    fn from(p: &Pod) -> Self {
+        Self {
+            uid: p.uid.clone(),
+            namespace: p.namespace.clone(),
+            name: p.name.clone(),
+        }
+    }
+}
+
+/// Something to report about a pod.
+#[derive(Debug, Clone)]
+pub enum Report {
+    Scheduled {
+        pod: PodRef,
+        node: String,
+        profile: String,
+    },
+    Failed {
+        pod: PodRef,
+        message: String,
+        profile: String,
+    },
+    /// The pod is gone: drop what is remembered about it.
+    Deleted { uid: String },
+}
+
+/// The Event of a failure series.
+struct Series {
+    event: String,
+    namespace: String,
+    message: String,
+    count: i32,
+    written: Instant,
+    /// Repeats not written yet.
+    dirty: bool,
+}
+
+/// Writes Events and pod conditions from [`Report`]s.
+pub struct Recorder {
+    client: Client,
+    throttle: Throttle,
+    identity: String,
+    metrics: Arc<SchedulerMetrics>,
+    series: HashMap<String, Series>,
+    /// The Unschedulable condition message last written, by pod uid.
+    condition: HashMap<String, String>,
+}
+
+impl Recorder {
+    pub fn new(
+        client: Client,
+        throttle: Throttle,
+        identity: String,
+        metrics: Arc<SchedulerMetrics>,
+    ) -> Self {
+        Self {
+            client,
+            throttle,
+            identity,
+            metrics,
+            series: HashMap::new(),
+            condition: HashMap::new(),
+        }
+    }
+
+    /// Handles reports until the channel closes, flushing folded repeats
+    /// every few seconds.
+    pub async fn run(mut self, mut rx: mpsc::UnboundedReceiver<Report>) {
+        let mut tick = tokio::time::interval(Duration::from_secs(5));
+        loop {
+            tokio::select! {
+                r = rx.recv() => match r {
+                    Some(r) => self.handle(r).await,
+                    None => break,
+                },
+                _ = tick.tick() => self.flush(false).await,
+            }
+        }
+        self.flush(true).await;
+    }
+
+    async fn handle(&mut self, report: Report) {
+        match report {
+            Report::Scheduled { pod, node, profile } => {
+                self.series.remove(&pod.uid);
+                self.condition.remove(&pod.uid);
+                let msg = format!("Successfully assigned {} to {node}", pod.key());
+                self.create_event(&pod, "Normal", "Scheduled", &msg, &profile)
+                    .await;
+            }
+            Report::Failed {
+                pod,
+                message,
+                profile,
+            } => {
+                self.failed(&pod, &message, &profile).await;
+                if self.condition.get(&pod.uid) != Some(&message) {
+                    if self.set_condition(&pod, &message).await {
+                        self.condition.insert(pod.uid.clone(), message);
+                    }
+                }
+            }
+            Report::Deleted { uid } => {
+                self.series.remove(&uid);
+                self.condition.remove(&uid);
+            }
+        }
+    }
+
+    async fn failed(&mut self, pod: &PodRef, message: &str, profile: &str) {
+        if let Some(s) = self.series.get_mut(&pod.uid) {
+            if s.message == message {
+                s.count += 1;
+                s.dirty = true;
+                if s.written.elapsed() < SERIES_INTERVAL {
+                    self.metrics
+                        .events
+                        .with_label_values(&["FailedScheduling", "suppressed"])
+                        .inc();
+                    return;
+                }
+                let uid = pod.uid.clone();
+                self.write_series(&uid).await;
+                return;
+            }
+        }
+        if let Some(name) = self
+            .create_event(pod, "Warning", "FailedScheduling", message, profile)
+            .await
+        {
+            self.series.insert(
+                pod.uid.clone(),
+                Series {
+                    event: name,
+                    namespace: pod.namespace.clone(),
+                    message: message.to_string(),
+                    count: 1,
+                    written: Instant::now(),
+                    dirty: false,
+                },
+            );
+        }
+    }
+
+    /// Writes pending repeat counts (all of them when `all`, else those
+    /// older than the interval).
+    async fn flush(&mut self, all: bool) {
+        let due: Vec<String> = self
+            .series
+            .iter()
+            .filter(|(_, s)| s.dirty && (all || s.written.elapsed() >= SERIES_INTERVAL))
+            .map(|(uid, _)| uid.clone())
+            .collect();
+        for uid in due {
+            self.write_series(&uid).await;
+        }
+    }
+
+    async fn write_series(&mut self, uid: &str) {
+        let Some(s) = self.series.get_mut(uid) else {
+            return;
+        };
+        s.dirty = false;
+        s.written = Instant::now();
+        let api: Api<Event> = Api::namespaced(self.client.clone(), &s.namespace);
+        let patch = json!({"count": s.count, "lastTimestamp": Time(k8s_openapi::jiff::Timestamp::now())});
+        self.throttle.wait().await;
+        match api
+            .patch(&s.event, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => self
+                .metrics
+                .events
+                .with_label_values(&["FailedScheduling", "updated"])
+                .inc(),
+            Err(e) => tracing::warn!(event = %s.event, error = %e, "updating an event failed"),
+        }
+    }
+
+    /// Creates an Event about `pod`; returns its name.
+    async fn create_event(
+        &self,
+        pod: &PodRef,
+        kind: &str,
+        reason: &str,
+        message: &str,
+        profile: &str,
+    ) -> Option<String> {
+        let now = k8s_openapi::jiff::Timestamp::now();
+        let name = format!("{}.{:x}", pod.name, now.as_nanosecond());
+        let event = Event {
+            metadata: ObjectMeta {
+                name: Some(name.clone()),
+                namespace: Some(pod.namespace.clone()),
+                ..Default::default()
+            },
+            involved_object: ObjectReference {
+                api_version: Some("v1".into()),
+                kind: Some("Pod".into()),
+                name: Some(pod.name.clone()),
+                namespace: Some(pod.namespace.clone()),
+                uid: Some(pod.uid.clone()),
+                ..Default::default()
+            },
+            reason: Some(reason.into()),
+            message: Some(truncate(message, 1024)),
+            type_: Some(kind.into()),
+            count: Some(1),
+            first_timestamp: Some(Time(now)),
+            last_timestamp: Some(Time(now)),
+            event_time: Some(MicroTime(now)),
+            action: Some("Scheduling".into()),
+            reporting_component: Some(profile.into()),
+            reporting_instance: Some(self.identity.clone()),
+            source: Some(EventSource {
+                component: Some(profile.into()),
+                host: None,
+            }),
+            ..Default::default()
+        };
+        let api: Api<Event> = Api::namespaced(self.client.clone(), &pod.namespace);
+        self.throttle.wait().await;
+        match api.create(&PostParams::default(), &event).await {
+            Ok(_) => {
+                self.metrics
+                    .events
+                    .with_label_values(&[reason, "created"])
+                    .inc();
+                Some(name)
+            }
+            Err(e) => {
+                tracing::warn!(pod = %pod.key(), %reason, error = %e, "writing an event failed");
+                None
+            }
+        }
+    }
+
+    /// `PodScheduled=False, reason Unschedulable` with the message.
+    async fn set_condition(&self, pod: &PodRef, message: &str) -> bool {
+        let api: Api<k8s_openapi::api::core::v1::Pod> =
+            Api::namespaced(self.client.clone(), &pod.namespace);
+        let patch = json!({"status": {"conditions": [{
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": "Unschedulable",
+            "message": message,
+            "lastProbeTime": null,
+            "lastTransitionTime": Time(k8s_openapi::jiff::Timestamp::now()),
+        }]}});
+        self.throttle.wait().await;
+        match api
+            .patch_status(&pod.name, &PatchParams::default(), &Patch::Strategic(&patch))
+            .await
+        {
+            Ok(_) => true,
+            Err(kube::Error::Api(e)) if e.code == 404 => false,
+            Err(e) => {
+                tracing::warn!(pod = %pod.key(), error = %e, "setting the PodScheduled condition failed");
+                false
+            }
+        }
+    }
+}
+
+/// Upstream truncates event messages to 1024 bytes.
+fn truncate(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut end = max - 4;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{} ...", &s[..end])
+}

@@ -1,0 +1,154 @@
+//! Watches on Nodes and Pods that keep the cache current. kube-rs's
+//! watcher relists after a lost watch (an API server restart, an expired
+//! resourceVersion); a relist is applied as a whole so objects deleted
+//! while the watch was down are dropped too.
+
+use std::collections::HashSet;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Node as K8sNode, Pod as K8sPod};
+use kube::runtime::watcher::{self, Event};
+use kube::runtime::WatchStreamExt;
+use kube::{Api, Client};
+use tokio::sync::mpsc;
+
+use super::events::{PodRef, Report};
+use super::Shared;
+use crate::model::{Node, Pod};
+
+/// Keeps the cache's nodes current until the task is aborted.
+pub async fn watch_nodes(shared: Arc<Shared>, client: Client) {
+    let api: Api<K8sNode> = Api::all(client);
+    let stream = watcher::watcher(api, watcher::Config::default()).default_backoff();
+    futures::pin_mut!(stream);
+    let mut relist: Option<HashSet<String>> = None;
+    while let Some(event) = stream.next().await {
+        let now = shared.now_ms();
+        match event {
+            Ok(Event::Init) => relist = Some(HashSet::new()),
+            Ok(Event::InitApply(n)) | Ok(Event::Apply(n)) => {
+                if let (Some(seen), Some(name)) = (relist.as_mut(), n.metadata.name.clone()) {
+                    seen.insert(name);
+                }
+                match Node::from_k8s(&n) {
+                    Ok(node) => {
+                        if shared.cache.lock().node_applied(node, now) {
+                            shared.wake.notify_all();
+                        }
+                    }
+                    Err(e) => tracing::warn!(error = %e, "node ignored"),
+                }
+            }
+            Ok(Event::InitDone) => {
+                if let Some(seen) = relist.take() {
+                    let gone = shared.cache.lock().retain_nodes(&seen, now);
+                    if gone > 0 {
+                        tracing::info!(gone, "nodes deleted while the watch was down");
+                    }
+                }
+                shared.nodes_synced.store(true, Ordering::Release);
+                shared.wake.notify_all();
+            }
+            Ok(Event::Delete(n)) => {
+                if let Some(name) = n.metadata.name.as_deref() {
+                    if shared.cache.lock().node_deleted(name, now) {
+                        shared.wake.notify_all();
+                    }
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "node watch failed; retrying"),
+        }
+    }
+}
+
+/// Keeps the cache's pods current (bound pods for node usage, pending pods
+/// a profile serves for the queue) until the task is aborted.
+pub async fn watch_pods(shared: Arc<Shared>, client: Client, reports: mpsc::UnboundedSender<Report>) {
+    let api: Api<K8sPod> = Api::all(client);
+    let stream = watcher::watcher(api, watcher::Config::default()).default_backoff();
+    futures::pin_mut!(stream);
+    let mut relist: Option<HashSet<String>> = None;
+    // Pods whose spec could not be read, reported once each.
+    let mut invalid: HashSet<String> = HashSet::new();
+    while let Some(event) = stream.next().await {
+        let now = shared.now_ms();
+        match event {
+            Ok(Event::Init) => relist = Some(HashSet::new()),
+            Ok(Event::InitApply(p)) | Ok(Event::Apply(p)) => {
+                if let (Some(seen), Some(uid)) = (relist.as_mut(), p.metadata.uid.clone()) {
+                    seen.insert(uid);
+                }
+                let terminating = p.metadata.deletion_timestamp.is_some();
+                match Pod::from_k8s(&p) {
+                    Ok(pod) => {
+                        let update = shared.cache.lock().pod_applied(
+                            pod,
+                            terminating,
+                            |name| shared.served(name),
+                            now,
+                        );
+                        use super::cache::PodUpdate;
+                        match update {
+                            PodUpdate::Queued => {
+                                shared
+                                    .metrics
+                                    .incoming_pods
+                                    .with_label_values(&["active", "PodAdd"])
+                                    .inc();
+                                shared.wake.notify_all();
+                            }
+                            PodUpdate::Bound | PodUpdate::Removed => {
+                                shared.wake.notify_all();
+                            }
+                            PodUpdate::Updated | PodUpdate::Ignored => {}
+                        }
+                    }
+                    Err(e) => {
+                        let uid = p.metadata.uid.clone().unwrap_or_default();
+                        let spec = p.spec.as_ref();
+                        let pending = spec.is_some_and(|s| s.node_name.is_none());
+                        let name = spec.and_then(|s| s.scheduler_name.as_deref()).unwrap_or("default-scheduler");
+                        if pending && shared.served(name) && invalid.insert(uid.clone()) {
+                            // The pod cannot be scheduled as written: say so
+                            // on the pod, once.
+                            tracing::warn!(error = %e, "pending pod cannot be scheduled");
+                            let _ = reports.send(Report::Failed {
+                                pod: PodRef {
+                                    uid,
+                                    namespace: p.metadata.namespace.clone().unwrap_or_default(),
+                                    name: p.metadata.name.clone().unwrap_or_default(),
+                                },
+                                message: format!("invalid pod: {e}"),
+                                profile: name.to_string(),
+                            });
+                        } else if !pending {
+                            tracing::warn!(error = %e, "bound pod not counted");
+                        }
+                    }
+                }
+            }
+            Ok(Event::InitDone) => {
+                if let Some(seen) = relist.take() {
+                    let gone = shared.cache.lock().retain_pods(&seen, now);
+                    if gone > 0 {
+                        tracing::info!(gone, "pods deleted while the watch was down");
+                    }
+                }
+                shared.pods_synced.store(true, Ordering::Release);
+                shared.wake.notify_all();
+            }
+            Ok(Event::Delete(p)) => {
+                if let Some(uid) = p.metadata.uid.clone() {
+                    invalid.remove(&uid);
+                    if shared.cache.lock().pod_deleted(&uid, now) {
+                        shared.wake.notify_all();
+                    }
+                    let _ = reports.send(Report::Deleted { uid });
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "pod watch failed; retrying"),
+        }
+    }
+}

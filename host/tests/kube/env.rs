@@ -1,0 +1,275 @@
+//! The real API server the tests talk to (started by `scripts/test-servers`
+//! through `scripts/test`), a client for it, and the `wasmsched run`
+//! processes under test.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Event, Namespace, Node, Pod};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+use serde_json::Value;
+
+/// The servers' environment, or a failure that says how to get one.
+pub struct Env {
+    pub kubeconfig: PathBuf,
+    pub servers: PathBuf,
+}
+
+pub fn env() -> &'static Env {
+    static ENV: OnceLock<Env> = OnceLock::new();
+    ENV.get_or_init(|| {
+        let var = |name: &str| {
+            std::env::var(name).unwrap_or_else(|_| {
+                panic!(
+                    "{name} is not set: these tests need a real kube-apiserver; run `scripts/test` \
+                     (or `scripts/test-servers start DIR` and export the variables in DIR/env)"
+                )
+            })
+        };
+        Env {
+            kubeconfig: var("WASMSCHED_TEST_KUBECONFIG").into(),
+            servers: var("WASMSCHED_TEST_SERVERS").into(),
+        }
+    })
+}
+
+/// The tests share one API server and nodes are cluster-wide: they run
+/// one at a time.
+pub fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+pub async fn client_for(kubeconfig: &Path) -> Client {
+    let kc = Kubeconfig::read_from(kubeconfig).expect("kubeconfig");
+    let cfg = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .expect("client config");
+    Client::try_from(cfg).expect("client")
+}
+
+pub async fn client() -> Client {
+    client_for(&env().kubeconfig).await
+}
+
+/// Removes every node and every pod in the test namespaces, and creates
+/// the namespaces afresh (well, keeps them).
+pub async fn reset(client: &Client, namespaces: &[&str]) {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let _ = nodes
+        .delete_collection(&DeleteParams::default(), &ListParams::default())
+        .await;
+    let pods: Api<Pod> = Api::all(client.clone());
+    let force = DeleteParams {
+        grace_period_seconds: Some(0),
+        ..Default::default()
+    };
+    for p in pods.list(&ListParams::default()).await.expect("list pods") {
+        let ns = p.metadata.namespace.clone().unwrap_or_default();
+        let api: Api<Pod> = Api::namespaced(client.clone(), &ns);
+        let _ = api.delete(p.metadata.name.as_deref().unwrap(), &force).await;
+    }
+    let ns_api: Api<Namespace> = Api::all(client.clone());
+    for ns in namespaces {
+        let n: Namespace = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": ns}
+        }))
+        .unwrap();
+        let _ = ns_api.create(&PostParams::default(), &n).await;
+        let events: Api<Event> = Api::namespaced(client.clone(), ns);
+        let _ = events
+            .delete_collection(&DeleteParams::default(), &ListParams::default())
+            .await;
+    }
+    wait_until("cleanup", Duration::from_secs(60), || async {
+        pods.list(&ListParams::default()).await.map(|l| l.items.is_empty()).unwrap_or(false)
+            && nodes.list(&ListParams::default()).await.map(|l| l.items.is_empty()).unwrap_or(false)
+    })
+    .await;
+}
+
+/// Polls `f` every 100 ms until it is true; panics after `limit` (a bound
+/// on a hang, not a performance assertion).
+pub async fn wait_until<F, Fut>(what: &str, limit: Duration, mut f: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let start = Instant::now();
+    loop {
+        if f().await {
+            return;
+        }
+        assert!(start.elapsed() < limit, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A `wasmsched run` process, killed on drop.
+pub struct Scheduler {
+    pub child: Child,
+    pub port: u16,
+    pub log: PathBuf,
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+impl Scheduler {
+    /// Starts `wasmsched run` with `args` (plus kubeconfig, listen port,
+    /// and info logs into a file in `dir`).
+    pub fn start(dir: &Path, name: &str, kubeconfig: &Path, args: &[&str]) -> Self {
+        let port = free_port();
+        let log = dir.join(format!("{name}.log"));
+        let child = Command::new(env!("CARGO_BIN_EXE_wasmsched"))
+            .arg("run")
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .args(["--identity", name])
+            .args(args)
+            .env("WASMSCHED_LOG", "info,kube=warn")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("spawn wasmsched");
+        Self { child, port, log }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    pub async fn get(&self, path: &str) -> Option<(u16, String)> {
+        let r = reqwest::get(self.url(path)).await.ok()?;
+        let status = r.status().as_u16();
+        Some((status, r.text().await.ok()?))
+    }
+
+    /// A metric's value (the sum over series whose labels contain every
+    /// `labels` pair).
+    pub async fn metric(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
+        let Some((_, text)) = self.get("/metrics").await else {
+            return f64::NAN;
+        };
+        metric_value(&text, name, labels)
+    }
+
+    pub fn logs(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// SIGTERM, then the exit status.
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let start = Instant::now();
+        loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                return s;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "wasmsched did not stop on SIGTERM; log:\n{}",
+                self.logs()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Scheduler {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Sums the samples of `name` whose labels include `labels`.
+pub fn metric_value(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
+    let mut total = 0.0;
+    let mut found = false;
+    for line in text.lines() {
+        if line.starts_with('#') {
+            continue;
+        }
+        let Some(rest) = line.strip_prefix(name) else {
+            continue;
+        };
+        let (label_part, value) = match rest.strip_prefix('{') {
+            Some(r) => match r.split_once("} ") {
+                Some((l, v)) => (l, v),
+                None => continue,
+            },
+            None => match rest.strip_prefix(' ') {
+                Some(v) => ("", v),
+                None => continue,
+            },
+        };
+        if labels
+            .iter()
+            .all(|(k, v)| label_part.contains(&format!("{k}=\"{v}\"")))
+        {
+            if let Ok(v) = value.trim().parse::<f64>() {
+                total += v;
+                found = true;
+            }
+        }
+    }
+    if found {
+        total
+    } else {
+        0.0
+    }
+}
+
+/// Objects of a manifest file (a List, single objects, or several
+/// documents).
+pub fn manifest_objects(path: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut out = Vec::new();
+    for doc in serde_yaml::Deserializer::from_str(&text) {
+        let v: Value = serde::Deserialize::deserialize(doc).unwrap();
+        if v.is_null() {
+            continue;
+        }
+        if v["kind"] == "List" {
+            out.extend(v["items"].as_array().cloned().unwrap_or_default());
+        } else {
+            out.push(v);
+        }
+    }
+    out
+}
+
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+/// Events about a pod, by reason.
+pub async fn events_for(client: &Client, ns: &str, pod: &str, reason: &str) -> Vec<Event> {
+    let api: Api<Event> = Api::namespaced(client.clone(), ns);
+    api.list(&ListParams::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|e| {
+            e.involved_object.name.as_deref() == Some(pod) && e.reason.as_deref() == Some(reason)
+        })
+        .collect()
+}
