@@ -37,6 +37,15 @@ enum Command {
     Plugin(PluginCommand),
     /// Benchmark the scheduling engine on a synthetic cluster (in process).
     Bench(BenchArgs),
+    /// Compute the pod-deletion-cost of every pod of the opted-in
+    /// ReplicaSets once (the controller's pass, see docs/deletion-cost.md)
+    /// and, unless --dry-run, write the costs that moved; prints a table.
+    DeletionCost(DeletionCostArgs),
+    /// List the pods the ReplicaSet controller would delete to scale a
+    /// Deployment or ReplicaSet down to --replicas, in order, with the rule
+    /// that decided each comparison: of a live workload (--workload, via
+    /// the kubeconfig), or of manifest files (PATH...).
+    ScaleDownPreview(PreviewArgs),
     /// Print each profile's plugin chain and the wasm plugins (of the
     /// built-in configuration, or of --config FILE).
     Profiles {
@@ -68,6 +77,48 @@ struct SimulateArgs {
     /// schedulerName.
     #[arg(long)]
     all_pods: bool,
+}
+
+#[derive(clap::Args)]
+struct DeletionCostArgs {
+    /// Configuration file with a `deletionCost` section (default: the
+    /// built-in policy, no metric source, opt-in label
+    /// `deletion-cost.wasmsched.io/enabled=true`).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Kubeconfig file (default: $KUBECONFIG or ~/.kube/config, then the
+    /// in-cluster service account).
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+    /// Compute and print, write nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    output: Format,
+}
+
+#[derive(clap::Args)]
+struct PreviewArgs {
+    /// The replica count to scale down to.
+    #[arg(long)]
+    replicas: u32,
+    /// NAMESPACE/KIND/NAME of a Deployment or ReplicaSet: live, unless
+    /// PATHs are given (then it picks the workload among the manifests).
+    #[arg(long, value_name = "NS/KIND/NAME")]
+    workload: Option<String>,
+    /// Manifest files or directories with the Pods (and their ReplicaSets
+    /// and Deployments), as `kubectl get -o yaml` prints them.
+    paths: Vec<PathBuf>,
+    /// The time ages are computed at (RFC 3339; default: now).
+    #[arg(long)]
+    now: Option<String>,
+    /// Kubeconfig file for a live workload.
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    output: Format,
 }
 
 #[derive(clap::Args)]
@@ -223,6 +274,8 @@ fn run(command: Command) -> Result<ExitCode> {
         }
         Command::Bench(a) => bench(a),
         Command::Run(a) => run_scheduler(a),
+        Command::DeletionCost(a) => deletion_cost(a),
+        Command::ScaleDownPreview(a) => scale_down_preview(a),
         Command::Plugin(PluginCommand::Watch { config, debounce }) => {
             plugin_watch(config, debounce)
         }
@@ -450,6 +503,82 @@ fn run_scheduler(a: RunArgs) -> Result<ExitCode> {
             ExitCode::FAILURE
         }
     })
+}
+
+/// `wasmsched deletion-cost`: one controller pass.
+fn deletion_cost(a: DeletionCostArgs) -> Result<ExitCode> {
+    use wasmsched::deletion_cost::{self as dc, DeletionCostConfig};
+    let cfg = match &a.config {
+        Some(path) => {
+            let (file, base) = load_config(&a.config)?;
+            DeletionCostConfig::from_file(&file, &base)
+                .map_err(|e| anyhow::anyhow!("config {}: {e}", path.display()))?
+                .ok_or_else(|| {
+                    anyhow::anyhow!("config {}: no deletionCost section", path.display())
+                })?
+        }
+        None => DeletionCostConfig::builtin_default()
+            .map_err(|e| anyhow::anyhow!("built-in config: {e}"))?,
+    };
+    let mode = if a.dry_run {
+        dc::Mode::DryRun
+    } else {
+        dc::Mode::Apply
+    };
+    let report = tokio_runtime()?.block_on(async {
+        let client = wasmsched::runtime::client::client(a.kubeconfig.as_deref()).await?;
+        dc::reconcile_once(&client, cfg, &prometheus::Registry::new(), mode).await
+    })?;
+    match a.output {
+        Format::Table => print!("{}", report.table()),
+        Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `wasmsched scale-down-preview`.
+fn scale_down_preview(a: PreviewArgs) -> Result<ExitCode> {
+    use wasmsched::deletion_cost::{preview, WorkloadRef};
+    let now = match &a.now {
+        Some(t) => t
+            .parse::<k8s_openapi::jiff::Timestamp>()
+            .map_err(|e| anyhow::anyhow!("--now {t:?}: {e}"))?,
+        None => k8s_openapi::jiff::Timestamp::now(),
+    };
+    let workload = a
+        .workload
+        .as_deref()
+        .map(str::parse::<WorkloadRef>)
+        .transpose()
+        .map_err(|e| anyhow::anyhow!("--workload: {e}"))?;
+    let p = if a.paths.is_empty() {
+        let workload = workload.ok_or_else(|| {
+            anyhow::anyhow!("give --workload NS/KIND/NAME (live) or manifest PATHs")
+        })?;
+        tokio_runtime()?.block_on(async {
+            let client = wasmsched::runtime::client::client(a.kubeconfig.as_deref()).await?;
+            preview::live(&client, &workload, a.replicas, now).await
+        })?
+    } else {
+        let inventory = preview::load_manifests(&a.paths)?;
+        let workload = match workload {
+            Some(w) => w,
+            None => inventory.single_workload()?,
+        };
+        preview::preview(&inventory.resolve(&workload)?, a.replicas, now)
+    };
+    match a.output {
+        Format::Table => print!("{}", p.table()),
+        Format::Json => println!("{}", serde_json::to_string_pretty(&p)?),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn tokio_runtime() -> Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?)
 }
 
 /// `wasmsched plugin watch`: the reload machinery of a running scheduler,

@@ -358,20 +358,28 @@ pub async fn reconcile_once(
 }
 
 /// The controller of `wasmsched run`: watches Deployments, ReplicaSets and
-/// Pods, and runs a pass every `cfg.interval` until `shutdown` is
-/// cancelled. Fails only at start (the policy does not start, the metrics
-/// cannot be registered); errors of a pass are logged and counted.
+/// Pods, and runs a pass every `cfg.interval` until `shutdown` completes
+/// (for example `async move { let _ = rx.wait_for(|stop| *stop).await; }`
+/// with a `tokio::sync::watch::Receiver<bool>`, or a
+/// `CancellationToken::cancelled_owned()`). Only the leader should run it:
+/// end it with the lease. Fails only at start (the policy does not start,
+/// the metrics cannot be registered); a pass's errors are logged and
+/// counted in the metrics.
 pub async fn run_controller(
     client: Client,
     cfg: DeletionCostConfig,
     registry: &Registry,
-    shutdown: CancellationToken,
+    shutdown: impl std::future::Future<Output = ()>,
 ) -> anyhow::Result<()> {
     let mut controller = Controller::new(cfg, registry)?;
     let interval = controller.cfg.interval;
-    let watched = WatchedInventory::start(client.clone(), shutdown.child_token());
+    let stop = CancellationToken::new();
+    // The watches end with this function, however it ends.
+    let _stop_watches = stop.clone().drop_guard();
+    let watched = WatchedInventory::start(client.clone(), stop);
+    tokio::pin!(shutdown);
     tokio::select! {
-        _ = shutdown.cancelled() => return Ok(()),
+        _ = &mut shutdown => return Ok(()),
         r = watched.ready() => r?,
     }
     tracing::info!(interval = ?interval, plugin = %controller.policy.name(), "deletion-cost controller started");
@@ -379,12 +387,12 @@ pub async fn run_controller(
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
-            _ = shutdown.cancelled() => break,
+            _ = &mut shutdown => break,
             _ = ticker.tick() => {}
         }
         let inventory = watched.snapshot(&controller.cfg.opt_in);
         let report = tokio::select! {
-            _ = shutdown.cancelled() => break,
+            _ = &mut shutdown => break,
             r = controller.pass(&client, &inventory, Mode::Apply, Timestamp::now()) => r,
         };
         tracing::info!(summary = %report.summary(), "deletion-cost pass");

@@ -346,3 +346,195 @@ pub fn deletion_order<'a>(mut pods: Vec<Ranked<'a>>, now: Timestamp) -> Vec<Rank
     }
     pods
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1 as k8s;
+    use serde_json::{json, Value};
+
+    const NOW: &str = "2026-01-10T00:00:00Z";
+
+    fn now() -> Timestamp {
+        NOW.parse().unwrap()
+    }
+
+    /// A ready Running pod on `node`, ready and created long ago.
+    fn pod(name: &str) -> Value {
+        json!({
+            "metadata": {"name": name, "namespace": "ns", "uid": format!("uid-{name}"),
+                "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {"nodeName": "n1", "containers": [{"name": "c"}]},
+            "status": {"phase": "Running",
+                "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+                "containerStatuses": [{"name": "c", "restartCount": 0, "ready": true, "image": "", "imageID": ""}]}
+        })
+    }
+
+    fn facts(v: Value) -> PodFacts {
+        PodFacts::from_k8s(&serde_json::from_value::<k8s::Pod>(v).unwrap())
+    }
+
+    /// Compares a and b (both ranked 1) both ways; returns the decision
+    /// for a-before-b, asserting a goes first.
+    fn first(a: Value, b: Value) -> Decision {
+        first_ranked(a, 1, b, 1)
+    }
+
+    fn first_ranked(a: Value, ra: usize, b: Value, rb: usize) -> Decision {
+        let (a, b) = (facts(a), facts(b));
+        let (ra, rb) = (
+            Ranked {
+                pod: &a,
+                colocated: ra,
+            },
+            Ranked {
+                pod: &b,
+                colocated: rb,
+            },
+        );
+        let (ord, d) = compare(&ra, &rb, now());
+        assert_eq!(ord, Ordering::Less, "{d:?}");
+        let (rev, d2) = compare(&rb, &ra, now());
+        assert_eq!(rev, Ordering::Greater, "{d2:?}");
+        assert_eq!(d.rule, d2.rule);
+        d
+    }
+
+    #[test]
+    fn rule_1_unassigned_first() {
+        let mut a = pod("a");
+        a["spec"].as_object_mut().unwrap().remove("nodeName");
+        let d = first(a, pod("b"));
+        assert_eq!(d.rule, Some(Rule::Unassigned));
+        assert_eq!(d.detail, "a has no node, b is on n1");
+    }
+
+    #[test]
+    fn rule_2_phase_order() {
+        let mut pending = pod("a");
+        pending["status"]["phase"] = json!("Pending");
+        let mut unknown = pod("b");
+        unknown["status"]["phase"] = json!("Unknown");
+        let d = first(pending.clone(), unknown.clone());
+        assert_eq!(d.rule, Some(Rule::Phase));
+        assert_eq!(d.detail, "Pending vs Unknown");
+        assert_eq!(first(unknown, pod("c")).rule, Some(Rule::Phase));
+        // Two assigned pods on different nodes are not told apart by rule 1.
+        let mut other_node = pending;
+        other_node["spec"]["nodeName"] = json!("n2");
+        assert_eq!(first(other_node, pod("c")).rule, Some(Rule::Phase));
+    }
+
+    #[test]
+    fn rule_3_not_ready_first() {
+        let mut a = pod("a");
+        a["status"]["conditions"][0]["status"] = json!("False");
+        let d = first(a, pod("b"));
+        assert_eq!((d.rule, d.detail.as_str()), (Some(Rule::NotReady), "a is not ready, b is"));
+    }
+
+    #[test]
+    fn rule_4_lower_cost_first() {
+        let mut a = pod("a");
+        a["metadata"]["annotations"] = json!({"controller.kubernetes.io/pod-deletion-cost": "-5"});
+        let mut b = pod("b");
+        b["metadata"]["annotations"] = json!({"controller.kubernetes.io/pod-deletion-cost": "10"});
+        let d = first(a.clone(), b);
+        assert_eq!((d.rule, d.detail.as_str()), (Some(Rule::DeletionCost), "deletion cost -5 < 10"));
+        // An invalid value counts as 0, as upstream.
+        let mut bad = pod("c");
+        bad["metadata"]["annotations"] = json!({"controller.kubernetes.io/pod-deletion-cost": "+7"});
+        assert_eq!(first(a, bad).detail, "deletion cost -5 < 0");
+    }
+
+    #[test]
+    fn rule_5_doubled_up_first() {
+        let d = first_ranked(pod("a"), 3, pod("b"), 1);
+        assert_eq!(d.rule, Some(Rule::DoubledUp));
+        assert_eq!(d.detail, "3 active pods of the workload on n1 vs 1 on n1");
+    }
+
+    #[test]
+    fn rule_6_ready_for_less_time_first() {
+        let mut a = pod("a");
+        a["status"]["conditions"][0]["lastTransitionTime"] = json!("2026-01-09T23:59:00Z");
+        let d = first(a, pod("b"));
+        assert_eq!(d.rule, Some(Rule::ReadyTime));
+        assert_eq!(d.detail, "ready 60s ago vs 9d ago (log2 buckets 35 vs 49)");
+        // Same log2 bucket: the lower UID goes first.
+        let mut x = pod("x");
+        x["status"]["conditions"][0]["lastTransitionTime"] = json!("2026-01-09T23:00:00Z");
+        let mut y = pod("y");
+        y["status"]["conditions"][0]["lastTransitionTime"] = json!("2026-01-09T23:00:01Z");
+        let d = first(x, y);
+        assert_eq!(d.rule, Some(Rule::ReadyTime));
+        assert!(d.detail.contains("same log2 bucket"), "{}", d.detail);
+    }
+
+    #[test]
+    fn rule_7_more_restarts_first() {
+        let mut a = pod("a");
+        a["status"]["containerStatuses"][0]["restartCount"] = json!(4);
+        let d = first(a, pod("b"));
+        assert_eq!((d.rule, d.detail.as_str()), (Some(Rule::Restarts), "4 vs 0 container restarts"));
+        // Sidecar restarts break a tie.
+        let mut s = pod("s");
+        s["spec"]["initContainers"] = json!([{"name": "proxy", "restartPolicy": "Always"}]);
+        s["status"]["initContainerStatuses"] =
+            json!([{"name": "proxy", "restartCount": 2, "ready": true, "image": "", "imageID": ""}]);
+        assert_eq!(first(s, pod("t")).detail, "2 vs 0 sidecar restarts");
+    }
+
+    #[test]
+    fn rule_8_newer_first() {
+        let mut a = pod("a");
+        a["metadata"]["creationTimestamp"] = json!("2026-01-09T00:00:00Z");
+        let d = first(a, pod("b"));
+        assert_eq!(d.rule, Some(Rule::CreationTime));
+        assert_eq!(d.detail, "created 24h ago vs 9d ago (log2 buckets 46 vs 49)");
+    }
+
+    #[test]
+    fn everything_equal_is_a_tie() {
+        let (a, b) = (facts(pod("a")), facts(pod("a")));
+        let r = |p| Ranked { pod: p, colocated: 1 };
+        let (ord, d) = compare(&r(&a), &r(&b), now());
+        assert_eq!((ord, d.rule), (Ordering::Equal, None));
+    }
+
+    #[test]
+    fn ranks_count_active_related_pods_per_node() {
+        let mut gone = pod("gone");
+        gone["status"]["phase"] = json!("Succeeded");
+        let mut other = pod("other");
+        other["spec"]["nodeName"] = json!("n2");
+        let all: Vec<PodFacts> = [pod("a"), pod("b"), gone, other].into_iter().map(facts).collect();
+        let related: Vec<&PodFacts> = all.iter().collect();
+        let ranked = rank(&[&all[0], &all[3]], &related);
+        assert_eq!(ranked.iter().map(|r| r.colocated).collect::<Vec<_>>(), [2, 1]);
+    }
+
+    #[test]
+    fn a_non_transitive_input_sorts_without_panicking() {
+        // a and b became ready at the same second, c in the same log2
+        // bucket: rule 6's UID tie-break decides a-c and b-c, rule 7 a-b.
+        let mut v = Vec::new();
+        for (name, uid, t, restarts) in [
+            ("a", "3", "2026-01-09T23:00:00Z", 5),
+            ("b", "1", "2026-01-09T23:00:00Z", 0),
+            ("c", "2", "2026-01-09T23:00:05Z", 0),
+        ] {
+            let mut p = pod(name);
+            p["metadata"]["uid"] = json!(uid);
+            p["status"]["conditions"][0]["lastTransitionTime"] = json!(t);
+            p["status"]["containerStatuses"][0]["restartCount"] = json!(restarts);
+            v.push(facts(p));
+        }
+        for _ in 0..3 {
+            let ranked: Vec<Ranked> = v.iter().map(|p| Ranked { pod: p, colocated: 1 }).collect();
+            assert_eq!(deletion_order(ranked, now()).len(), 3);
+            v.rotate_left(1);
+        }
+    }
+}
