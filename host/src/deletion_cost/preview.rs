@@ -138,7 +138,7 @@ impl Preview {
         t.load_preset(UTF8_BORDERS_ONLY)
             .set_content_arrangement(ContentArrangement::Disabled);
         t.set_header(vec![
-            "#", "POD", "", "NODE", "PHASE", "READY", "COST", "ON NODE", "RESTARTS", "AGE",
+            "#", "POD", "ACTION", "NODE", "PHASE", "READY", "COST", "ON NODE", "RESTARTS", "AGE",
             "BEFORE THE NEXT POD BECAUSE",
         ]);
         for p in &self.pods {

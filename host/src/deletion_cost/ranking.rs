@@ -125,7 +125,7 @@ pub fn age(t: Timestamp, now: Timestamp) -> String {
     match s {
         s if s < 0 => format!("in {}s", -s),
         s if s < 120 => format!("{s}s"),
-        s if s < 7200 => format!("{}m", s / 60),
+        s if s < 3600 => format!("{}m", s / 60),
         s if s < 172_800 => match (s / 3600, s % 3600 / 60) {
             (h, 0) => format!("{h}h"),
             (h, m) => format!("{h}h{m}m"),
