@@ -292,37 +292,45 @@ impl Collector {
     /// unreachable, the remaining queries of the pass are not sent (each
     /// would wait for its own timeout) and fail the same way.
     pub async fn collect(&self, pods: &[&PodFacts]) -> Readings {
-        let down: AtomicBool = AtomicBool::new(false);
-        let down_cause = parking_lot::Mutex::new(String::new());
-        let down = &down;
-        let down_cause = &down_cause;
-        futures::stream::iter(pods.iter().copied())
-            .map(|pod| async move {
-                let mut readings = BTreeMap::new();
-                if let Some(p) = &self.prometheus {
-                    for (name, q) in &p.queries {
-                        let reading = if down.load(Ordering::Relaxed) {
-                            Err(Fault::PrometheusUnreachable(down_cause.lock().clone()))
-                        } else {
-                            let r = self.query(p, &q.render(&pod.namespace, &pod.name)).await;
-                            if let Err(Fault::PrometheusUnreachable(c)) = &r {
-                                *down_cause.lock() = c.clone();
-                                down.store(true, Ordering::Relaxed);
-                            }
-                            r
-                        };
-                        readings.insert(name.clone(), reading);
-                    }
-                }
-                if let Some(e) = &self.endpoint {
-                    readings.extend(self.scrape(e, pod).await);
-                }
-                (pod.uid.clone(), readings)
-            })
+        let down = Down::default();
+        // A Vec of futures rather than a closure over the stream: the
+        // future stays Send for any caller (no higher-ranked closure).
+        let jobs: Vec<_> = pods.iter().map(|pod| self.readings_of(pod, &down)).collect();
+        futures::stream::iter(jobs)
             .buffer_unordered(CONCURRENCY)
             .collect()
             .await
     }
+
+    async fn readings_of(&self, pod: &PodFacts, down: &Down) -> (String, BTreeMap<String, Reading>) {
+        let mut readings = BTreeMap::new();
+        if let Some(p) = &self.prometheus {
+            for (name, q) in &p.queries {
+                let reading = if down.flag.load(Ordering::Relaxed) {
+                    Err(Fault::PrometheusUnreachable(down.cause.lock().clone()))
+                } else {
+                    let r = self.query(p, &q.render(&pod.namespace, &pod.name)).await;
+                    if let Err(Fault::PrometheusUnreachable(c)) = &r {
+                        *down.cause.lock() = c.clone();
+                        down.flag.store(true, Ordering::Relaxed);
+                    }
+                    r
+                };
+                readings.insert(name.clone(), reading);
+            }
+        }
+        if let Some(e) = &self.endpoint {
+            readings.extend(self.scrape(e, pod).await);
+        }
+        (pod.uid.clone(), readings)
+    }
+}
+
+/// Prometheus found unreachable during a pass, and why.
+#[derive(Default)]
+struct Down {
+    flag: AtomicBool,
+    cause: parking_lot::Mutex<String>,
 }
 
 /// The innermost cause of an HTTP error ("Connection refused"), which is
