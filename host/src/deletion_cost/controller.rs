@@ -260,16 +260,17 @@ impl Controller {
                 Outcome::WouldWrite { .. } | Outcome::Failed { .. } => {}
             }
         }
-        // The distribution of the costs the ReplicaSet controller will use.
-        for (facts, row) in row_facts.iter().zip(&report.pods) {
-            if facts.active() {
-                let cost = match &row.outcome {
-                    Outcome::Written { to, .. } => *to,
-                    _ => facts.deletion_cost(),
-                };
-                self.telemetry.costs.observe(f64::from(cost));
-            }
-        }
+        // The costs the ReplicaSet controller will use now.
+        let costs: Vec<i32> = row_facts
+            .iter()
+            .zip(&report.pods)
+            .filter(|(facts, _)| facts.active())
+            .map(|(facts, row)| match &row.outcome {
+                Outcome::Written { to, .. } => *to,
+                _ => facts.deletion_cost(),
+            })
+            .collect();
+        self.telemetry.costs.publish(&costs);
         report
     }
 

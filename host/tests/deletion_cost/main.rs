@@ -130,6 +130,7 @@ async fn costs_follow_the_formula_metric_changes_hysteresis_and_never_a_user_cos
         assert_eq!(cost.as_deref(), Some(want), "{pod}: {}", r.table());
     }
     assert_eq!(c.telemetry().updates.get(), 3);
+    assert_eq!(c.telemetry().costs.pods(), 4, "the distribution counts every pod");
     // A cost a user set is never touched (not even read into a write).
     assert_eq!(cost_and_version(&client, &ns, "web-user").await, user_before);
     assert_eq!(skip_reason(&r, &ns, "web-user"), SkipReason::UserSet);
@@ -460,7 +461,10 @@ async fn run_controller_loop_follows_metrics() {
         String::from_utf8(buf).unwrap()
     };
     assert!(text.contains("wasmsched_deletion_cost_updates_total 2"), "{text}");
-    assert!(text.contains("wasmsched_pod_deletion_cost_bucket{le=\"500\"}"), "{text}");
+    // The distribution of the last pass: one pod, at 795.
+    assert!(text.contains("wasmsched_pod_deletion_cost_bucket{le=\"750\"} 0"), "{text}");
+    assert!(text.contains("wasmsched_pod_deletion_cost_bucket{le=\"1000\"} 1"), "{text}");
+    assert!(text.contains("wasmsched_pod_deletion_cost_count 1"), "{text}");
 }
 
 /// Runs the binary against the test API server.
