@@ -99,7 +99,11 @@ fn table_names_the_rule_of_each_comparison() {
         o.stdout
     );
     for rule in 1..=8 {
-        assert!(o.stdout.contains(&format!("rule {rule} (")), "rule {rule}:\n{}", o.stdout);
+        assert!(
+            o.stdout.contains(&format!("rule {rule} (")),
+            "rule {rule}:\n{}",
+            o.stdout
+        );
     }
 }
 
@@ -113,17 +117,47 @@ fn scaling_up_deletes_nothing() {
 #[test]
 fn bad_input_is_one_line() {
     let ex = example();
-    let o = wasmsched(&["scale-down-preview", "--replicas", "1", "--workload", "shop/StatefulSet/db", &ex]);
+    let o = wasmsched(&[
+        "scale-down-preview",
+        "--replicas",
+        "1",
+        "--workload",
+        "shop/StatefulSet/db",
+        &ex,
+    ]);
     assert_one_line_error(&o, &["--workload", "StatefulSet", "ReplicaSet pods only"]);
-    let o = wasmsched(&["scale-down-preview", "--replicas", "1", "--workload", "shop/Deployment/nope", &ex]);
+    let o = wasmsched(&[
+        "scale-down-preview",
+        "--replicas",
+        "1",
+        "--workload",
+        "shop/Deployment/nope",
+        &ex,
+    ]);
     assert_one_line_error(&o, &["Deployment shop/nope: not found"]);
-    let o = wasmsched(&["scale-down-preview", "--replicas", "1", "--now", "yesterday", &ex]);
+    let o = wasmsched(&[
+        "scale-down-preview",
+        "--replicas",
+        "1",
+        "--now",
+        "yesterday",
+        &ex,
+    ]);
     assert_one_line_error(&o, &["--now \"yesterday\""]);
     let o = wasmsched(&["scale-down-preview", "--replicas", "1"]);
     assert_one_line_error(&o, &["--workload NS/KIND/NAME", "manifest PATHs"]);
     let dir = tempfile::tempdir().unwrap();
     let bad = dir.path().join("pods.yaml");
-    std::fs::write(&bad, "kind: Pod\nmetadata: {name: x}\nspec: {containers: 3}\n").unwrap();
-    let o = wasmsched(&["scale-down-preview", "--replicas", "1", bad.to_str().unwrap()]);
+    std::fs::write(
+        &bad,
+        "kind: Pod\nmetadata: {name: x}\nspec: {containers: 3}\n",
+    )
+    .unwrap();
+    let o = wasmsched(&[
+        "scale-down-preview",
+        "--replicas",
+        "1",
+        bad.to_str().unwrap(),
+    ]);
     assert_one_line_error(&o, &["pods.yaml", "document 1 (Pod", "spec.containers"]);
 }

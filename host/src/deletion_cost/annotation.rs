@@ -37,7 +37,9 @@ pub fn parse(value: &str) -> Result<i32, InvalidCost> {
         _ => false,
     };
     if !first_ok {
-        return Err(bad("must be a decimal integer without `+` or leading zeros"));
+        return Err(bad(
+            "must be a decimal integer without `+` or leading zeros",
+        ));
     }
     value
         .parse::<i64>()

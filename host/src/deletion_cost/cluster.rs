@@ -37,8 +37,14 @@ fn owned_by_managed(pod: &PodFacts, keys: &BTreeSet<(String, String)>) -> bool {
 pub async fn list_managed(client: &Client, opt_in: &OptIn) -> Result<Inventory, kube::Error> {
     let lp = ListParams::default();
     let mut inventory = Inventory {
-        deployments: Api::<Deployment>::all(client.clone()).list(&lp).await?.items,
-        replica_sets: Api::<ReplicaSet>::all(client.clone()).list(&lp).await?.items,
+        deployments: Api::<Deployment>::all(client.clone())
+            .list(&lp)
+            .await?
+            .items,
+        replica_sets: Api::<ReplicaSet>::all(client.clone())
+            .list(&lp)
+            .await?
+            .items,
         pods: Vec::new(),
     };
     let keys = managed_keys(&inventory, opt_in);
@@ -137,8 +143,18 @@ impl WatchedInventory {
     /// The current managed workloads and their pods.
     pub fn snapshot(&self, opt_in: &OptIn) -> Inventory {
         let mut inventory = Inventory {
-            deployments: self.deployments.state().iter().map(|d| (**d).clone()).collect(),
-            replica_sets: self.replica_sets.state().iter().map(|r| (**r).clone()).collect(),
+            deployments: self
+                .deployments
+                .state()
+                .iter()
+                .map(|d| (**d).clone())
+                .collect(),
+            replica_sets: self
+                .replica_sets
+                .state()
+                .iter()
+                .map(|r| (**r).clone())
+                .collect(),
             pods: Vec::new(),
         };
         let keys = managed_keys(&inventory, opt_in);

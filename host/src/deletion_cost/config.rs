@@ -190,7 +190,10 @@ fn prometheus(p: &PrometheusFile) -> Result<PrometheusSource, ConfigError> {
         queries.insert(name.clone(), QueryTemplate::parse(&field, q)?);
     }
     if queries.is_empty() {
-        return Err(err(format!("{f}.queries"), "at least one metric query is needed"));
+        return Err(err(
+            format!("{f}.queries"),
+            "at least one metric query is needed",
+        ));
     }
     Ok(PrometheusSource {
         url,
@@ -207,7 +210,10 @@ fn pod_metrics(p: &PodMetricsFile) -> Result<PodEndpointSource, ConfigError> {
     };
     let path = p.path.clone().unwrap_or_else(|| "/metrics".into());
     if !path.starts_with('/') {
-        return Err(err(format!("{f}.path"), format!("{path:?} must start with /")));
+        return Err(err(
+            format!("{f}.path"),
+            format!("{path:?} must start with /"),
+        ));
     }
     let mut metrics = BTreeMap::new();
     for (name, series) in &p.metrics {
@@ -249,8 +255,8 @@ fn opt_in(w: &crate::config::file::WorkloadsFile) -> Result<OptIn, ConfigError> 
             match_labels: Some(s.match_labels.clone()),
             match_expressions: Some(s.match_expressions.clone()),
         };
-        let parsed = LabelSelector::parse(&sel)
-            .map_err(|e| err(format!("{f}.selectors[{i}]"), e))?;
+        let parsed =
+            LabelSelector::parse(&sel).map_err(|e| err(format!("{f}.selectors[{i}]"), e))?;
         o.selectors.push((s.namespace.clone(), parsed));
     }
     Ok(o)
@@ -290,7 +296,10 @@ impl DeletionCostConfig {
                 ));
             }
         }
-        let name = s.plugin.clone().unwrap_or_else(|| DEFAULT_PLUGIN.to_string());
+        let name = s
+            .plugin
+            .clone()
+            .unwrap_or_else(|| DEFAULT_PLUGIN.to_string());
         let (module, limits) =
             crate::config::deletion_cost_plugin(file, base, &name, &format!("{f}.plugin"))?;
         let args = match &s.args {

@@ -75,7 +75,8 @@ struct Candidate<'a> {
 
 fn quota(writes_per_second: f64) -> Quota {
     let period = Duration::from_secs_f64(1.0 / writes_per_second);
-    let burst = NonZeroU32::new(writes_per_second.ceil().max(1.0) as u32).unwrap_or(NonZeroU32::MIN);
+    let burst =
+        NonZeroU32::new(writes_per_second.ceil().max(1.0) as u32).unwrap_or(NonZeroU32::MIN);
     Quota::with_period(period)
         .unwrap_or_else(|| Quota::per_second(NonZeroU32::MIN))
         .allow_burst(burst)
@@ -173,9 +174,9 @@ impl Controller {
         for (i, c) in candidates.iter().enumerate() {
             let none = BTreeMap::new();
             let r = readings.get(&c.facts.uid).unwrap_or(&none);
-            let resolved =
-                self.history
-                    .resolve(&c.facts.uid, r, now, self.cfg.stale_after);
+            let resolved = self
+                .history
+                .resolve(&c.facts.uid, r, now, self.cfg.stale_after);
             let row = &mut report.pods[c.row];
             row.metrics = resolved.metrics.iter().cloned().collect();
             row.faults = resolved
@@ -195,11 +196,14 @@ impl Controller {
         }
 
         // The policy is synchronous wasm: run the batch off the runtime.
-        let jobs: Vec<(usize, Result<policy::WitPodStatus, String>, Vec<(String, f64)>)> =
-            computable
-                .into_iter()
-                .map(|(i, r)| (i, policy::pod_status(candidates[i].facts, now), r.metrics))
-                .collect();
+        let jobs: Vec<(
+            usize,
+            Result<policy::WitPodStatus, String>,
+            Vec<(String, f64)>,
+        )> = computable
+            .into_iter()
+            .map(|(i, r)| (i, policy::pod_status(candidates[i].facts, now), r.metrics))
+            .collect();
         let policy = self.policy.clone();
         let answers = tokio::task::spawn_blocking(move || {
             jobs.into_iter()
@@ -276,7 +280,13 @@ impl Controller {
 
     /// Patches one pod's cost, retrying on conflicts after reading the pod
     /// again (and deciding again: it may have been taken over meanwhile).
-    async fn write(&self, client: &Client, facts: &PodFacts, to: i32, report: &mut Report) -> Outcome {
+    async fn write(
+        &self,
+        client: &Client,
+        facts: &PodFacts,
+        to: i32,
+        report: &mut Report,
+    ) -> Outcome {
         let api: Api<Pod> = Api::namespaced(client.clone(), &facts.namespace);
         let mut resource_version = facts.resource_version.clone();
         let mut from = match Ownership::of(&facts.annotations) {
@@ -298,7 +308,9 @@ impl Controller {
                     tracing::info!(pod = %facts.key(), from = ?from, to, "pod-deletion-cost written");
                     return Outcome::Written { from, to };
                 }
-                Err(kube::Error::Api(s)) if s.code == 404 => return skipped(SkipReason::Gone, None),
+                Err(kube::Error::Api(s)) if s.code == 404 => {
+                    return skipped(SkipReason::Gone, None)
+                }
                 Err(kube::Error::Api(s)) if s.code == 409 => {
                     report.conflicts_retried += 1;
                     tracing::debug!(pod = %facts.key(), attempt, "conflict writing the cost; reading the pod again");
@@ -313,7 +325,9 @@ impl Controller {
                     let annotations = fresh.metadata.annotations.clone().unwrap_or_default();
                     let ownership = Ownership::of(&annotations);
                     match decide(&ownership, Some(to), self.cfg.hysteresis) {
-                        Action::Skip(reason) => return skipped(reason, Some("after a conflict".into())),
+                        Action::Skip(reason) => {
+                            return skipped(reason, Some("after a conflict".into()))
+                        }
                         Action::Write { from: f, .. } => from = f,
                     }
                     resource_version = fresh.metadata.resource_version;

@@ -67,7 +67,9 @@ pub fn decide(ownership: &Ownership, computed: Option<i32>, hysteresis: u32) -> 
         Ownership::Foreign(_) => Action::Skip(SkipReason::UserSet),
         Ownership::Free => Action::Write { from: None, to },
         Ownership::Ours(cur) if *cur == to => Action::Skip(SkipReason::Unchanged),
-        Ownership::Ours(cur) if (i64::from(to) - i64::from(*cur)).unsigned_abs() <= u64::from(hysteresis) => {
+        Ownership::Ours(cur)
+            if (i64::from(to) - i64::from(*cur)).unsigned_abs() <= u64::from(hysteresis) =>
+        {
             Action::Skip(SkipReason::Hysteresis)
         }
         Ownership::Ours(cur) => Action::Write {
@@ -84,19 +86,43 @@ mod tests {
     #[test]
     fn hysteresis_and_ownership() {
         use Action::*;
-        assert_eq!(decide(&Ownership::Free, Some(5), 10), Write { from: None, to: 5 });
-        assert_eq!(decide(&Ownership::Ours(100), Some(100), 10), Skip(SkipReason::Unchanged));
-        assert_eq!(decide(&Ownership::Ours(100), Some(110), 10), Skip(SkipReason::Hysteresis));
-        assert_eq!(decide(&Ownership::Ours(100), Some(90), 10), Skip(SkipReason::Hysteresis));
+        assert_eq!(
+            decide(&Ownership::Free, Some(5), 10),
+            Write { from: None, to: 5 }
+        );
+        assert_eq!(
+            decide(&Ownership::Ours(100), Some(100), 10),
+            Skip(SkipReason::Unchanged)
+        );
+        assert_eq!(
+            decide(&Ownership::Ours(100), Some(110), 10),
+            Skip(SkipReason::Hysteresis)
+        );
+        assert_eq!(
+            decide(&Ownership::Ours(100), Some(90), 10),
+            Skip(SkipReason::Hysteresis)
+        );
         assert_eq!(
             decide(&Ownership::Ours(100), Some(111), 10),
-            Write { from: Some(100), to: 111 }
+            Write {
+                from: Some(100),
+                to: 111
+            }
         );
         assert_eq!(
             decide(&Ownership::Ours(i32::MIN), Some(i32::MAX), 10),
-            Write { from: Some(i32::MIN), to: i32::MAX }
+            Write {
+                from: Some(i32::MIN),
+                to: i32::MAX
+            }
         );
-        assert_eq!(decide(&Ownership::Foreign("7".into()), Some(500), 0), Skip(SkipReason::UserSet));
-        assert_eq!(decide(&Ownership::Ours(3), None, 0), Skip(SkipReason::NoOpinion));
+        assert_eq!(
+            decide(&Ownership::Foreign("7".into()), Some(500), 0),
+            Skip(SkipReason::UserSet)
+        );
+        assert_eq!(
+            decide(&Ownership::Ours(3), None, 0),
+            Skip(SkipReason::NoOpinion)
+        );
     }
 }

@@ -158,13 +158,19 @@ pub fn parse_query_response(status: u16, body: &str) -> Reading {
 
 /// The values of `metrics` (metric name -> series name) in a text
 /// exposition.
-pub fn parse_exposition(body: &str, metrics: &BTreeMap<String, String>) -> BTreeMap<String, Reading> {
+pub fn parse_exposition(
+    body: &str,
+    metrics: &BTreeMap<String, String>,
+) -> BTreeMap<String, Reading> {
     let scrape = prometheus_parse::Scrape::parse(body.lines().map(|l| Ok(l.to_string())));
     let samples = match scrape {
         Ok(s) => s.samples,
         Err(e) => {
             let f = Fault::EndpointBadResponse(format!("unreadable exposition: {e}"));
-            return metrics.keys().map(|m| (m.clone(), Err(f.clone()))).collect();
+            return metrics
+                .keys()
+                .map(|m| (m.clone(), Err(f.clone())))
+                .collect();
         }
     };
     metrics
@@ -200,10 +206,7 @@ pub struct Collector {
 pub type Readings = BTreeMap<String, BTreeMap<String, Reading>>;
 
 impl Collector {
-    pub fn new(
-        prometheus: Option<PrometheusSource>,
-        endpoint: Option<PodEndpointSource>,
-    ) -> Self {
+    pub fn new(prometheus: Option<PrometheusSource>, endpoint: Option<PodEndpointSource>) -> Self {
         Collector {
             http: reqwest::Client::builder()
                 .no_proxy()
@@ -229,19 +232,27 @@ impl Collector {
             .map_err(|e| Fault::PrometheusUnreachable(format!("{}: {}", p.url, root_cause(&e))))?;
         let status = resp.status().as_u16();
         let body = resp.text().await.map_err(|e| {
-            Fault::PrometheusUnreachable(format!("{}: reading the answer: {}", p.url, root_cause(&e)))
+            Fault::PrometheusUnreachable(format!(
+                "{}: reading the answer: {}",
+                p.url,
+                root_cause(&e)
+            ))
         })?;
-        parse_query_response(status, &body)
-            .map_err(|f| match f {
-                Fault::PrometheusBadResponse(m) => {
-                    Fault::PrometheusBadResponse(format!("query {query:?}: {m}"))
-                }
-                f => f,
-            })
+        parse_query_response(status, &body).map_err(|f| match f {
+            Fault::PrometheusBadResponse(m) => {
+                Fault::PrometheusBadResponse(format!("query {query:?}: {m}"))
+            }
+            f => f,
+        })
     }
 
     async fn scrape(&self, e: &PodEndpointSource, pod: &PodFacts) -> BTreeMap<String, Reading> {
-        let all = |f: Fault| e.metrics.keys().map(|m| (m.clone(), Err(f.clone()))).collect();
+        let all = |f: Fault| {
+            e.metrics
+                .keys()
+                .map(|m| (m.clone(), Err(f.clone())))
+                .collect()
+        };
         let Some(ip) = pod.pod_ip.as_deref() else {
             return all(Fault::EndpointBadResponse("the pod has no IP yet".into()));
         };
@@ -277,7 +288,10 @@ impl Collector {
             }
         };
         if !resp.status().is_success() {
-            return all(Fault::EndpointBadResponse(format!("{url}: HTTP {}", resp.status())));
+            return all(Fault::EndpointBadResponse(format!(
+                "{url}: HTTP {}",
+                resp.status()
+            )));
         }
         match resp.text().await {
             Ok(body) => parse_exposition(&body, &e.metrics),
@@ -295,14 +309,21 @@ impl Collector {
         let down = Down::default();
         // A Vec of futures rather than a closure over the stream: the
         // future stays Send for any caller (no higher-ranked closure).
-        let jobs: Vec<_> = pods.iter().map(|pod| self.readings_of(pod, &down)).collect();
+        let jobs: Vec<_> = pods
+            .iter()
+            .map(|pod| self.readings_of(pod, &down))
+            .collect();
         futures::stream::iter(jobs)
             .buffer_unordered(CONCURRENCY)
             .collect()
             .await
     }
 
-    async fn readings_of(&self, pod: &PodFacts, down: &Down) -> (String, BTreeMap<String, Reading>) {
+    async fn readings_of(
+        &self,
+        pod: &PodFacts,
+        down: &Down,
+    ) -> (String, BTreeMap<String, Reading>) {
         let mut readings = BTreeMap::new();
         if let Some(p) = &self.prometheus {
             for (name, q) in &p.queries {
@@ -369,7 +390,10 @@ mod tests {
             Err(Fault::Infinite(f64::INFINITY))
         );
         let two = r#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1,"1"]},{"metric":{},"value":[1,"2"]}]}}"#;
-        assert_eq!(parse_query_response(200, two), Err(Fault::MultipleSeries(2)));
+        assert_eq!(
+            parse_query_response(200, two),
+            Err(Fault::MultipleSeries(2))
+        );
         let bad = r#"{"status":"error","errorType":"bad_data","error":"parse error at char 4"}"#;
         let e = parse_query_response(400, bad).unwrap_err().to_string();
         assert_eq!(e, "Prometheus: HTTP 400, bad_data: parse error at char 4");

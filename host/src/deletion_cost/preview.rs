@@ -98,7 +98,9 @@ pub fn preview(rs: &ResolvedReplicaSet, target: u32, now: Timestamp) -> Preview 
             restarts: r.pod.restarts.max_regular,
             age: r.pod.created.map(|c| ranking::age(c, now)),
             deleted: i < deletes,
-            before_next: order.get(i + 1).map(|next| ranking::compare(r, next, now).1),
+            before_next: order
+                .get(i + 1)
+                .map(|next| ranking::compare(r, next, now).1),
         })
         .collect();
     Preview {
@@ -138,7 +140,16 @@ impl Preview {
         t.load_preset(UTF8_BORDERS_ONLY)
             .set_content_arrangement(ContentArrangement::Disabled);
         t.set_header(vec![
-            "#", "POD", "ACTION", "NODE", "PHASE", "READY", "COST", "ON NODE", "RESTARTS", "AGE",
+            "#",
+            "POD",
+            "ACTION",
+            "NODE",
+            "PHASE",
+            "READY",
+            "COST",
+            "ON NODE",
+            "RESTARTS",
+            "AGE",
             "BEFORE THE NEXT POD BECAUSE",
         ]);
         for p in &self.pods {

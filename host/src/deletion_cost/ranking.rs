@@ -167,14 +167,24 @@ fn compare_times(
             return Some(decided(
                 rule,
                 true,
-                format!("{} has no {what} time, {} {what} {} ago", a.name, b.name, age(tb, now)),
+                format!(
+                    "{} has no {what} time, {} {what} {} ago",
+                    a.name,
+                    b.name,
+                    age(tb, now)
+                ),
             ))
         }
         (Some(ta), None) => {
             return Some(decided(
                 rule,
                 false,
-                format!("{} has no {what} time, {} {what} {} ago", b.name, a.name, age(ta, now)),
+                format!(
+                    "{} has no {what} time, {} {what} {} ago",
+                    b.name,
+                    a.name,
+                    age(ta, now)
+                ),
             ))
         }
         (Some(ta), Some(tb)) => (ta, tb),
@@ -431,7 +441,10 @@ mod tests {
         let mut a = pod("a");
         a["status"]["conditions"][0]["status"] = json!("False");
         let d = first(a, pod("b"));
-        assert_eq!((d.rule, d.detail.as_str()), (Some(Rule::NotReady), "a is not ready, b is"));
+        assert_eq!(
+            (d.rule, d.detail.as_str()),
+            (Some(Rule::NotReady), "a is not ready, b is")
+        );
     }
 
     #[test]
@@ -441,10 +454,14 @@ mod tests {
         let mut b = pod("b");
         b["metadata"]["annotations"] = json!({"controller.kubernetes.io/pod-deletion-cost": "10"});
         let d = first(a.clone(), b);
-        assert_eq!((d.rule, d.detail.as_str()), (Some(Rule::DeletionCost), "deletion cost -5 < 10"));
+        assert_eq!(
+            (d.rule, d.detail.as_str()),
+            (Some(Rule::DeletionCost), "deletion cost -5 < 10")
+        );
         // An invalid value counts as 0, as upstream.
         let mut bad = pod("c");
-        bad["metadata"]["annotations"] = json!({"controller.kubernetes.io/pod-deletion-cost": "+7"});
+        bad["metadata"]["annotations"] =
+            json!({"controller.kubernetes.io/pod-deletion-cost": "+7"});
         assert_eq!(first(a, bad).detail, "deletion cost -5 < 0");
     }
 
@@ -477,12 +494,14 @@ mod tests {
         let mut a = pod("a");
         a["status"]["containerStatuses"][0]["restartCount"] = json!(4);
         let d = first(a, pod("b"));
-        assert_eq!((d.rule, d.detail.as_str()), (Some(Rule::Restarts), "4 vs 0 container restarts"));
+        assert_eq!(
+            (d.rule, d.detail.as_str()),
+            (Some(Rule::Restarts), "4 vs 0 container restarts")
+        );
         // Sidecar restarts break a tie.
         let mut s = pod("s");
         s["spec"]["initContainers"] = json!([{"name": "proxy", "restartPolicy": "Always"}]);
-        s["status"]["initContainerStatuses"] =
-            json!([{"name": "proxy", "restartCount": 2, "ready": true, "image": "", "imageID": ""}]);
+        s["status"]["initContainerStatuses"] = json!([{"name": "proxy", "restartCount": 2, "ready": true, "image": "", "imageID": ""}]);
         assert_eq!(first(s, pod("t")).detail, "2 vs 0 sidecar restarts");
     }
 
@@ -492,13 +511,19 @@ mod tests {
         a["metadata"]["creationTimestamp"] = json!("2026-01-09T00:00:00Z");
         let d = first(a, pod("b"));
         assert_eq!(d.rule, Some(Rule::CreationTime));
-        assert_eq!(d.detail, "created 24h ago vs 9d ago (log2 buckets 46 vs 49)");
+        assert_eq!(
+            d.detail,
+            "created 24h ago vs 9d ago (log2 buckets 46 vs 49)"
+        );
     }
 
     #[test]
     fn everything_equal_is_a_tie() {
         let (a, b) = (facts(pod("a")), facts(pod("a")));
-        let r = |p| Ranked { pod: p, colocated: 1 };
+        let r = |p| Ranked {
+            pod: p,
+            colocated: 1,
+        };
         let (ord, d) = compare(&r(&a), &r(&b), now());
         assert_eq!((ord, d.rule), (Ordering::Equal, None));
     }
@@ -509,10 +534,16 @@ mod tests {
         gone["status"]["phase"] = json!("Succeeded");
         let mut other = pod("other");
         other["spec"]["nodeName"] = json!("n2");
-        let all: Vec<PodFacts> = [pod("a"), pod("b"), gone, other].into_iter().map(facts).collect();
+        let all: Vec<PodFacts> = [pod("a"), pod("b"), gone, other]
+            .into_iter()
+            .map(facts)
+            .collect();
         let related: Vec<&PodFacts> = all.iter().collect();
         let ranked = rank(&[&all[0], &all[3]], &related);
-        assert_eq!(ranked.iter().map(|r| r.colocated).collect::<Vec<_>>(), [2, 1]);
+        assert_eq!(
+            ranked.iter().map(|r| r.colocated).collect::<Vec<_>>(),
+            [2, 1]
+        );
     }
 
     #[test]
@@ -532,7 +563,13 @@ mod tests {
             v.push(facts(p));
         }
         for _ in 0..3 {
-            let ranked: Vec<Ranked> = v.iter().map(|p| Ranked { pod: p, colocated: 1 }).collect();
+            let ranked: Vec<Ranked> = v
+                .iter()
+                .map(|p| Ranked {
+                    pod: p,
+                    colocated: 1,
+                })
+                .collect();
             assert_eq!(deletion_order(ranked, now()).len(), 3);
             v.rotate_left(1);
         }

@@ -73,7 +73,9 @@ impl Report {
             match &p.outcome {
                 Outcome::Written { .. } => written += 1,
                 Outcome::WouldWrite { .. } => would += 1,
-                Outcome::Skipped { reason, .. } => *skipped.entry(reason.as_str()).or_default() += 1,
+                Outcome::Skipped { reason, .. } => {
+                    *skipped.entry(reason.as_str()).or_default() += 1
+                }
                 Outcome::Failed { .. } => failed += 1,
             }
         }
@@ -98,7 +100,14 @@ impl Report {
         let mut t = Table::new();
         t.load_preset(UTF8_BORDERS_ONLY)
             .set_content_arrangement(ContentArrangement::Disabled);
-        t.set_header(vec!["POD", "REPLICASET", "CURRENT", "COST", "ACTION", "METRICS"]);
+        t.set_header(vec![
+            "POD",
+            "REPLICASET",
+            "CURRENT",
+            "COST",
+            "ACTION",
+            "METRICS",
+        ]);
         for p in &self.pods {
             let action = match &p.outcome {
                 Outcome::Written { from, to } => format!("set {} -> {to}", show(from)),
@@ -109,11 +118,8 @@ impl Report {
                 },
                 Outcome::Failed { cause, message } => format!("error: {cause}: {message}"),
             };
-            let mut metrics: Vec<String> = p
-                .metrics
-                .iter()
-                .map(|(k, v)| format!("{k}={v}"))
-                .collect();
+            let mut metrics: Vec<String> =
+                p.metrics.iter().map(|(k, v)| format!("{k}={v}")).collect();
             metrics.extend(p.faults.iter().map(|f| format!("! {f}")));
             t.add_row(vec![
                 Cell::new(format!("{}/{}", p.namespace, p.pod)),

@@ -121,7 +121,12 @@ impl ResolvedReplicaSet<'_> {
 }
 
 impl Inventory {
-    fn pods_controlled_by(&self, namespace: &str, rs_name: &str, rs: Option<&ReplicaSet>) -> Vec<&PodFacts> {
+    fn pods_controlled_by(
+        &self,
+        namespace: &str,
+        rs_name: &str,
+        rs: Option<&ReplicaSet>,
+    ) -> Vec<&PodFacts> {
         self.pods
             .iter()
             .filter(|p| p.namespace == namespace)
@@ -136,7 +141,8 @@ impl Inventory {
     fn deployment_of(&self, rs: &ReplicaSet) -> Option<&Deployment> {
         let owner = controller_ref(&rs.metadata)?;
         self.deployments.iter().find(|d| {
-            ns_of(&d.metadata) == ns_of(&rs.metadata) && refers_to(&owner, "Deployment", &d.metadata)
+            ns_of(&d.metadata) == ns_of(&rs.metadata)
+                && refers_to(&owner, "Deployment", &d.metadata)
         })
     }
 
@@ -314,9 +320,18 @@ mod tests {
         let w: WorkloadRef = "shop/Deployment/web".parse().unwrap();
         assert_eq!(w.kind, WorkloadKind::Deployment);
         let w: WorkloadRef = "shop/rs/web-1".parse().unwrap();
-        assert_eq!((w.kind, w.name.as_str()), (WorkloadKind::ReplicaSet, "web-1"));
+        assert_eq!(
+            (w.kind, w.name.as_str()),
+            (WorkloadKind::ReplicaSet, "web-1")
+        );
         let e = "shop/StatefulSet/db".parse::<WorkloadRef>().unwrap_err();
-        assert!(e.contains("StatefulSet") && e.contains("ReplicaSet pods only"), "{e}");
-        assert!("web".parse::<WorkloadRef>().unwrap_err().contains("NAMESPACE/KIND/NAME"));
+        assert!(
+            e.contains("StatefulSet") && e.contains("ReplicaSet pods only"),
+            "{e}"
+        );
+        assert!("web"
+            .parse::<WorkloadRef>()
+            .unwrap_err()
+            .contains("NAMESPACE/KIND/NAME"));
     }
 }

@@ -30,21 +30,21 @@ const OPT_IN: &str = "deletion-cost.wasmsched.io/enabled";
 /// bonus (capped at 1000), plus connections x 10 (capped at 1000), then
 /// the cap of 1000.
 const A: [(&str, f64); 4] = [
-    ("app_active_requests", 12.0),     // 60
-    ("app_cache_hit_ratio", 0.85),     // + 85
+    ("app_active_requests", 12.0),      // 60
+    ("app_cache_hit_ratio", 0.85),      // + 85
     ("app_response_seconds_avg", 0.08), // + 50 (< 100 ms)
-    ("app_active_connections", 30.0),  // + 300
+    ("app_active_connections", 30.0),   // + 300
 ];
 const A_COST: &str = "495";
 const B: [(&str, f64); 4] = [
-    ("app_active_requests", 2.0),     // 10
-    ("app_cache_hit_ratio", 0.5),     // + 50
+    ("app_active_requests", 2.0),      // 10
+    ("app_cache_hit_ratio", 0.5),      // + 50
     ("app_response_seconds_avg", 0.3), // + 20 (< 500 ms)
-    ("app_active_connections", 0.0),  // + 0
+    ("app_active_connections", 0.0),   // + 0
 ];
 const B_COST: &str = "80";
 const C: [(&str, f64); 4] = [
-    ("app_active_requests", 300.0),    // 1500 + 90 + 0 -> capped 1000
+    ("app_active_requests", 300.0), // 1500 + 90 + 0 -> capped 1000
     ("app_cache_hit_ratio", 0.9),
     ("app_response_seconds_avg", 1.0),
     ("app_active_connections", 150.0), // 1500 -> capped 1000
@@ -59,7 +59,8 @@ fn with(base: &[(&'static str, f64)], name: &str, v: f64) -> Vec<(&'static str, 
 
 async fn pass(c: &mut Controller, client: &Client, ns: &str) -> Report {
     let inventory = cluster::list_namespace(client, ns).await.expect("list");
-    c.pass(client, &inventory, Mode::Apply, Timestamp::now()).await
+    c.pass(client, &inventory, Mode::Apply, Timestamp::now())
+        .await
 }
 
 fn outcome<'a>(r: &'a Report, ns: &str, pod: &str) -> &'a Outcome {
@@ -92,7 +93,9 @@ fn series(ns: &str, name: &str, pod: &str) -> String {
 async fn costs_follow_the_formula_metric_changes_hysteresis_and_never_a_user_cost() {
     let client = client().await;
     let ns = namespace(&client, "formula").await;
-    let exporter = Exporter::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let exporter = Exporter::start("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
     let expose = |a: &[(&str, f64)], b: &[(&str, f64)]| {
         exposition(
             &ns,
@@ -130,16 +133,22 @@ async fn costs_follow_the_formula_metric_changes_hysteresis_and_never_a_user_cos
         assert_eq!(cost.as_deref(), Some(want), "{pod}: {}", r.table());
     }
     assert_eq!(c.telemetry().updates.get(), 3);
-    assert_eq!(c.telemetry().costs.pods(), 4, "the distribution counts every pod");
+    assert_eq!(
+        c.telemetry().costs.pods(),
+        4,
+        "the distribution counts every pod"
+    );
     // A cost a user set is never touched (not even read into a write).
-    assert_eq!(cost_and_version(&client, &ns, "web-user").await, user_before);
+    assert_eq!(
+        cost_and_version(&client, &ns, "web-user").await,
+        user_before
+    );
     assert_eq!(skip_reason(&r, &ns, "web-user"), SkipReason::UserSet);
 
     // web-a moves by 5 (inside the hysteresis of 10), web-b by 190.
-    let versions_before: Vec<_> = futures::future::join_all(
-        ["web-a", "web-c"].map(|p| cost_and_version(&client, &ns, p)),
-    )
-    .await;
+    let versions_before: Vec<_> =
+        futures::future::join_all(["web-a", "web-c"].map(|p| cost_and_version(&client, &ns, p)))
+            .await;
     exporter.set(expose(
         &with(&A, "app_active_requests", 13.0),
         &with(&B, "app_active_requests", 40.0),
@@ -154,10 +163,9 @@ async fn costs_follow_the_formula_metric_changes_hysteresis_and_never_a_user_cos
         r.table()
     );
     // The small change wrote nothing: same value, same resourceVersion.
-    let versions_after: Vec<_> = futures::future::join_all(
-        ["web-a", "web-c"].map(|p| cost_and_version(&client, &ns, p)),
-    )
-    .await;
+    let versions_after: Vec<_> =
+        futures::future::join_all(["web-a", "web-c"].map(|p| cost_and_version(&client, &ns, p)))
+            .await;
     assert_eq!(versions_after, versions_before);
     assert_eq!(skip_reason(&r, &ns, "web-a"), SkipReason::Hysteresis);
     assert_eq!(r.row(&ns, "web-a").unwrap().cost, Some(500));
@@ -173,7 +181,10 @@ async fn costs_follow_the_formula_metric_changes_hysteresis_and_never_a_user_cos
     let r = pass(&mut c, &client, &ns).await;
     assert_eq!(cost_and_version(&client, &ns, "web-b").await, taken);
     assert_eq!(skip_reason(&r, &ns, "web-b"), SkipReason::UserSet);
-    assert_eq!(cost_and_version(&client, &ns, "web-user").await, user_before);
+    assert_eq!(
+        cost_and_version(&client, &ns, "web-user").await,
+        user_before
+    );
     assert_eq!(c.telemetry().updates.get(), 4);
 }
 
@@ -181,10 +192,19 @@ async fn costs_follow_the_formula_metric_changes_hysteresis_and_never_a_user_cos
 async fn prometheus_down_causes_no_writes_and_a_visible_error() {
     let client = client().await;
     let ns = namespace(&client, "promdown").await;
-    let exporter = Exporter::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let exporter = Exporter::start("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
     exporter.set(exposition(&ns, &[("web-a", &A)]));
     let _target = ScrapeTarget::add(&ns, exporter.addr);
-    workload(&client, &ns, "web", &[(OPT_IN, "true")], &[TestPod::new("web-a")]).await;
+    workload(
+        &client,
+        &ns,
+        "web",
+        &[(OPT_IN, "true")],
+        &[TestPod::new("web-a")],
+    )
+    .await;
     until_prometheus(&series(&ns, "app_active_connections", "web-a"), Some("30")).await;
 
     let upstream: std::net::SocketAddr = env()
@@ -208,22 +228,34 @@ async fn prometheus_down_causes_no_writes_and_a_visible_error() {
 
     // Prometheus goes away; the metric changes meanwhile.
     proxy.stop().await;
-    exporter.set(exposition(&ns, &[("web-a", &with(&A, "app_active_requests", 100.0))]));
+    exporter.set(exposition(
+        &ns,
+        &[("web-a", &with(&A, "app_active_requests", 100.0))],
+    ));
     until_prometheus(&series(&ns, "app_active_requests", "web-a"), Some("100")).await;
     let before = cost_and_version(&client, &ns, "web-a").await;
     let r = pass(&mut c, &client, &ns).await;
-    assert_eq!(cost_and_version(&client, &ns, "web-a").await, before, "no write");
+    assert_eq!(
+        cost_and_version(&client, &ns, "web-a").await,
+        before,
+        "no write"
+    );
     assert_eq!(skip_reason(&r, &ns, "web-a"), SkipReason::MetricsFault);
     let row = r.row(&ns, "web-a").unwrap();
     assert!(
-        row.faults.iter().all(|f| f.contains("Prometheus unreachable")),
+        row.faults
+            .iter()
+            .all(|f| f.contains("Prometheus unreachable")),
         "{:?}",
         row.faults
     );
     assert!(count(&c, "errors", "prometheus-unreachable") >= 1);
     assert_eq!(c.telemetry().updates.get(), 1);
     let text = r.table();
-    assert!(text.contains("skip: metrics-fault") && text.contains("Prometheus unreachable"), "{text}");
+    assert!(
+        text.contains("skip: metrics-fault") && text.contains("Prometheus unreachable"),
+        "{text}"
+    );
 
     // Back: the new cost is written: 100 x 5 + 85 + 50, plus 300.
     let proxy = Proxy::start(proxy_addr, upstream).await;
@@ -239,12 +271,25 @@ async fn prometheus_down_causes_no_writes_and_a_visible_error() {
 async fn garbage_metrics_hold_the_cost() {
     let client = client().await;
     let ns = namespace(&client, "garbage").await;
-    let exporter = Exporter::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let exporter = Exporter::start("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
     let pods = ["g-nan", "g-neg", "g-missing"];
     exporter.set(exposition(&ns, &pods.map(|p| (p, &A[..]))));
     let _target = ScrapeTarget::add(&ns, exporter.addr);
-    workload(&client, &ns, "web", &[(OPT_IN, "true")], &pods.map(TestPod::new)).await;
-    until_prometheus(&series(&ns, "app_active_connections", "g-missing"), Some("30")).await;
+    workload(
+        &client,
+        &ns,
+        "web",
+        &[(OPT_IN, "true")],
+        &pods.map(TestPod::new),
+    )
+    .await;
+    until_prometheus(
+        &series(&ns, "app_active_connections", "g-missing"),
+        Some("30"),
+    )
+    .await;
     let cfg = config(&format!(
         "{}  args: {{warmUp: false}}\n",
         prometheus_queries(&env().prometheus)
@@ -254,7 +299,10 @@ async fn garbage_metrics_hold_the_cost() {
     pass(&mut c, &client, &ns).await;
     let before: Vec<_> =
         futures::future::join_all(pods.map(|p| cost_and_version(&client, &ns, p))).await;
-    assert!(before.iter().all(|(c, _)| c.as_deref() == Some(A_COST)), "{before:?}");
+    assert!(
+        before.iter().all(|(c, _)| c.as_deref() == Some(A_COST)),
+        "{before:?}"
+    );
 
     exporter.set(exposition(
         &ns,
@@ -277,7 +325,9 @@ async fn garbage_metrics_hold_the_cost() {
     }
     let missing = &r.row(&ns, "g-missing").unwrap().faults;
     assert!(
-        missing.iter().any(|f| f.contains("series is missing (last value 12")),
+        missing
+            .iter()
+            .any(|f| f.contains("series is missing (last value 12")),
         "{missing:?}"
     );
 }
@@ -337,15 +387,28 @@ async fn pod_metrics_endpoints() {
     let registry = Registry::new();
     let mut c = Controller::new(cfg, &registry).unwrap();
     let r = pass(&mut c, &client, &ns).await;
-    assert_eq!(cost_and_version(&client, &ns, "e-a").await.0.as_deref(), Some(A_COST), "{}", r.table());
-    assert_eq!(cost_and_version(&client, &ns, "e-b").await.0.as_deref(), Some(B_COST));
+    assert_eq!(
+        cost_and_version(&client, &ns, "e-a").await.0.as_deref(),
+        Some(A_COST),
+        "{}",
+        r.table()
+    );
+    assert_eq!(
+        cost_and_version(&client, &ns, "e-b").await.0.as_deref(),
+        Some(B_COST)
+    );
     assert_eq!(cost_and_version(&client, &ns, "e-down").await.0, None);
     assert_eq!(skip_reason(&r, &ns, "e-down"), SkipReason::MetricsFault);
     assert!(count(&c, "errors", "pod-endpoint-unreachable") >= 1);
 
     exporters[1].set(plain(&with(&B, "app_active_connections", 20.0)));
     let r = pass(&mut c, &client, &ns).await;
-    assert_eq!(cost_and_version(&client, &ns, "e-b").await.0.as_deref(), Some("280"), "{}", r.table());
+    assert_eq!(
+        cost_and_version(&client, &ns, "e-b").await.0.as_deref(),
+        Some("280"),
+        "{}",
+        r.table()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -378,8 +441,14 @@ async fn conflicts_are_retried_and_a_cost_set_meanwhile_is_kept() {
 
     let r = c.pass(&client, &stale, Mode::Apply, Timestamp::now()).await;
     assert!(r.conflicts_retried >= 2, "{r:?}");
-    assert_eq!(cost_and_version(&client, &ns, "c-a").await.0.as_deref(), Some("-50"));
-    assert_eq!(cost_and_version(&client, &ns, "c-b").await.0.as_deref(), Some("7"));
+    assert_eq!(
+        cost_and_version(&client, &ns, "c-a").await.0.as_deref(),
+        Some("-50")
+    );
+    assert_eq!(
+        cost_and_version(&client, &ns, "c-b").await.0.as_deref(),
+        Some("7")
+    );
     assert_eq!(skip_reason(&r, &ns, "c-b"), SkipReason::UserSet);
 }
 
@@ -387,7 +456,14 @@ async fn conflicts_are_retried_and_a_cost_set_meanwhile_is_kept() {
 async fn terminating_pods_are_skipped() {
     let client = client().await;
     let ns = namespace(&client, "terminating").await;
-    workload(&client, &ns, "web", &[(OPT_IN, "true")], &[TestPod::new("t-a")]).await;
+    workload(
+        &client,
+        &ns,
+        "web",
+        &[(OPT_IN, "true")],
+        &[TestPod::new("t-a")],
+    )
+    .await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
     pods.patch(
         "t-a",
@@ -415,12 +491,21 @@ async fn terminating_pods_are_skipped() {
 async fn run_controller_loop_follows_metrics() {
     let client = client().await;
     let ns = namespace(&client, "loop").await;
-    let exporter = Exporter::start("127.0.0.1:0".parse().unwrap()).await.unwrap();
+    let exporter = Exporter::start("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
     exporter.set(exposition(&ns, &[("l-a", &A)]));
     let _target = ScrapeTarget::add(&ns, exporter.addr);
     // An opt-in label of its own: the loop watches every namespace.
     let label = format!("test.wasmsched.io/{ns}");
-    workload(&client, &ns, "web", &[(label.as_str(), "true")], &[TestPod::new("l-a")]).await;
+    workload(
+        &client,
+        &ns,
+        "web",
+        &[(label.as_str(), "true")],
+        &[TestPod::new("l-a")],
+    )
+    .await;
     until_prometheus(&series(&ns, "app_active_connections", "l-a"), Some("30")).await;
     let cfg = config(&format!(
         "  interval: 1s\n  workloads: {{label: '{label}'}}\n{}  args: {{warmUp: false}}\n",
@@ -448,7 +533,10 @@ async fn run_controller_loop_follows_metrics() {
         }
     };
     until_cost(A_COST).await;
-    exporter.set(exposition(&ns, &[("l-a", &with(&A, "app_active_connections", 60.0))]));
+    exporter.set(exposition(
+        &ns,
+        &[("l-a", &with(&A, "app_active_connections", 60.0))],
+    ));
     until_cost("795").await;
     token.cancel();
     task.await.unwrap().expect("the controller stops cleanly");
@@ -460,11 +548,23 @@ async fn run_controller_loop_follows_metrics() {
             .unwrap();
         String::from_utf8(buf).unwrap()
     };
-    assert!(text.contains("wasmsched_deletion_cost_updates_total 2"), "{text}");
+    assert!(
+        text.contains("wasmsched_deletion_cost_updates_total 2"),
+        "{text}"
+    );
     // The distribution of the last pass: one pod, at 795.
-    assert!(text.contains("wasmsched_pod_deletion_cost_bucket{le=\"750\"} 0"), "{text}");
-    assert!(text.contains("wasmsched_pod_deletion_cost_bucket{le=\"1000\"} 1"), "{text}");
-    assert!(text.contains("wasmsched_pod_deletion_cost_count 1"), "{text}");
+    assert!(
+        text.contains("wasmsched_pod_deletion_cost_bucket{le=\"750\"} 0"),
+        "{text}"
+    );
+    assert!(
+        text.contains("wasmsched_pod_deletion_cost_bucket{le=\"1000\"} 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("wasmsched_pod_deletion_cost_count 1"),
+        "{text}"
+    );
 }
 
 /// Runs the binary against the test API server.
@@ -497,16 +597,32 @@ async fn one_shot_command_dry_run_then_apply() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("config.yaml");
     // No metric source: young pods get the warm-up cost.
-    std::fs::write(&config, format!("deletionCost:\n  workloads: {{label: '{label}'}}\n")).unwrap();
+    std::fs::write(
+        &config,
+        format!("deletionCost:\n  workloads: {{label: '{label}'}}\n"),
+    )
+    .unwrap();
     let kubeconfig = env().kubeconfig.display().to_string();
     let config = config.display().to_string();
-    let base = ["deletion-cost", "--kubeconfig", &kubeconfig, "--config", &config];
+    let base = [
+        "deletion-cost",
+        "--kubeconfig",
+        &kubeconfig,
+        "--config",
+        &config,
+    ];
 
     let (ok, out, err) = wasmsched(&[&base[..], &["--dry-run"]].concat());
     assert!(ok, "{err}");
-    assert!(out.contains(&format!("{ns}/o-a")) && out.contains("would set (none) -> -50"), "{out}");
+    assert!(
+        out.contains(&format!("{ns}/o-a")) && out.contains("would set (none) -> -50"),
+        "{out}"
+    );
     assert!(out.contains("skip: user-set"), "{out}");
-    assert!(out.contains("2 pod(s): 1 would be written (dry run), 1 skipped (1 user-set)"), "{out}");
+    assert!(
+        out.contains("2 pod(s): 1 would be written (dry run), 1 skipped (1 user-set)"),
+        "{out}"
+    );
     assert_eq!(cost_and_version(&client, &ns, "o-a").await.0, None);
 
     let (ok, out, err) = wasmsched(&[&base[..], &["--output", "json"]].concat());
@@ -518,14 +634,33 @@ async fn one_shot_command_dry_run_then_apply() {
         .iter()
         .find(|p| p["pod"] == "o-a")
         .unwrap();
-    assert_eq!(row["outcome"], json!({"action": "written", "from": null, "to": -50}));
-    assert_eq!(cost_and_version(&client, &ns, "o-a").await.0.as_deref(), Some("-50"));
-    assert_eq!(cost_and_version(&client, &ns, "o-b").await.0.as_deref(), Some("3"));
+    assert_eq!(
+        row["outcome"],
+        json!({"action": "written", "from": null, "to": -50})
+    );
+    assert_eq!(
+        cost_and_version(&client, &ns, "o-a").await.0.as_deref(),
+        Some("-50")
+    );
+    assert_eq!(
+        cost_and_version(&client, &ns, "o-b").await.0.as_deref(),
+        Some("3")
+    );
 
     // A configuration error is one line naming the field.
-    std::fs::write(dir.path().join("bad.yaml"), "deletionCost:\n  hysteresis: -1\n").unwrap();
+    std::fs::write(
+        dir.path().join("bad.yaml"),
+        "deletionCost:\n  hysteresis: -1\n",
+    )
+    .unwrap();
     let bad = dir.path().join("bad.yaml").display().to_string();
-    let (ok, _, err) = wasmsched(&["deletion-cost", "--kubeconfig", &kubeconfig, "--config", &bad]);
+    let (ok, _, err) = wasmsched(&[
+        "deletion-cost",
+        "--kubeconfig",
+        &kubeconfig,
+        "--config",
+        &bad,
+    ]);
     assert!(!ok);
     assert_eq!(err.trim().lines().count(), 1, "{err}");
     assert!(err.contains("deletionCost.hysteresis"), "{err}");
@@ -586,5 +721,76 @@ async fn live_preview_orders_by_the_costs_on_the_pods() {
             ("p-mid", true, Some("deletion-cost")),
             ("p-high", false, None),
         ]
+    );
+}
+
+/// Timing of passes over many pods (not run by default; numbers for
+/// docs/deletion-cost.md): `cargo test -p wasmsched --test deletion_cost
+/// -- --ignored --nocapture measure_pass`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore]
+async fn measure_pass() {
+    const PODS: usize = 200;
+    let client = client().await;
+    let ns = namespace(&client, "measure").await;
+    let exporter = Exporter::start("127.0.0.1:0".parse().unwrap())
+        .await
+        .unwrap();
+    let names: Vec<String> = (0..PODS).map(|i| format!("m-{i:03}")).collect();
+    let all: Vec<(&str, &[(&str, f64)])> = names.iter().map(|n| (n.as_str(), &A[..])).collect();
+    exporter.set(exposition(&ns, &all));
+    let _target = ScrapeTarget::add(&ns, exporter.addr);
+    let pods: Vec<TestPod> = names.iter().map(|n| TestPod::new(n)).collect();
+    workload(&client, &ns, "web", &[(OPT_IN, "true")], &pods).await;
+    until_prometheus(
+        &series(&ns, "app_active_connections", &names[PODS - 1]),
+        Some("30"),
+    )
+    .await;
+    let cfg = config(&format!(
+        "  writesPerSecond: 1000\n{}  args: {{warmUp: false}}\n",
+        prometheus_queries(&env().prometheus)
+    ));
+    let registry = Registry::new();
+    let mut c = Controller::new(cfg, &registry).unwrap();
+    for label in [
+        "first pass (200 writes)",
+        "second pass (no writes)",
+        "third pass (no writes)",
+    ] {
+        let inventory = cluster::list_namespace(&client, &ns).await.unwrap();
+        let t = std::time::Instant::now();
+        let r = c
+            .pass(&client, &inventory, Mode::Apply, Timestamp::now())
+            .await;
+        eprintln!(
+            "{label}: {:.0} ms, {} ({} queries)",
+            t.elapsed().as_secs_f64() * 1e3,
+            r.summary(),
+            PODS * 4
+        );
+    }
+    // The policy alone.
+    let policy = wasmsched::deletion_cost::policy::CostPolicy::new(&c.config().policy).unwrap();
+    let inventory = cluster::list_namespace(&client, &ns).await.unwrap();
+    let status =
+        wasmsched::deletion_cost::policy::pod_status(&inventory.pods[0], Timestamp::now()).unwrap();
+    let metrics: Vec<(String, f64)> = [
+        ("active_requests", 12.0),
+        ("cache_hit_rate", 0.85),
+        ("avg_response_time_seconds", 0.08),
+        ("active_connections", 30.0),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), *v))
+    .collect();
+    let n = 2000;
+    let t = std::time::Instant::now();
+    for _ in 0..n {
+        policy.cost(&status, &metrics).unwrap();
+    }
+    eprintln!(
+        "policy call: {:.1} us",
+        t.elapsed().as_secs_f64() * 1e6 / n as f64
     );
 }

@@ -59,7 +59,9 @@ pub async fn namespace(client: &Client, prefix: &str) -> String {
     let name = format!("dc-{prefix}-{:06x}", rand_suffix());
     let api: Api<Namespace> = Api::all(client.clone());
     let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
-    api.create(&PostParams::default(), &ns).await.expect("create namespace");
+    api.create(&PostParams::default(), &ns)
+        .await
+        .expect("create namespace");
     name
 }
 
@@ -153,7 +155,9 @@ pub async fn workload(
             "spec": {"nodeName": "node-1", "containers": [{"name": "app", "image": "app:1"}]}
         }))
         .unwrap();
-        api.create(&PostParams::default(), &pod).await.expect("create pod");
+        api.create(&PostParams::default(), &pod)
+            .await
+            .expect("create pod");
         let status = json!({"status": {
             "phase": "Running",
             "podIP": p.ip,
@@ -309,7 +313,9 @@ pub struct Proxy {
 
 impl Proxy {
     pub async fn start(listen: SocketAddr, upstream: SocketAddr) -> Self {
-        let listener = tokio::net::TcpListener::bind(listen).await.expect("proxy bind");
+        let listener = tokio::net::TcpListener::bind(listen)
+            .await
+            .expect("proxy bind");
         let addr = listener.local_addr().unwrap();
         let mut tasks = JoinSet::new();
         tasks.spawn(async move {

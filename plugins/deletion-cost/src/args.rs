@@ -80,7 +80,10 @@ impl Config {
         }
         if let Some(cap) = args.cap {
             if !(1..=MAX_CAP).contains(&cap) {
-                return Err(field_error("cap", format!("must be in 1..={MAX_CAP}, got {cap}")));
+                return Err(field_error(
+                    "cap",
+                    format!("must be in 1..={MAX_CAP}, got {cap}"),
+                ));
             }
             cfg.cap = cap;
         }

@@ -34,9 +34,9 @@ fn debug(message: impl FnOnce() -> String) {
 fn metric(metrics: &[(String, f64)], name: &str) -> Result<Option<f64>, String> {
     match metrics.iter().find(|(k, _)| k == name) {
         None => Ok(None),
-        Some((_, v)) if !v.is_finite() || *v < 0.0 => Err(format!(
-            "metric {name} = {v}: must be a finite number >= 0"
-        )),
+        Some((_, v)) if !v.is_finite() || *v < 0.0 => {
+            Err(format!("metric {name} = {v}: must be a finite number >= 0"))
+        }
         Some((_, v)) => Ok(Some(*v)),
     }
 }

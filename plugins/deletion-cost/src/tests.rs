@@ -55,7 +55,11 @@ fn worked_example_of_the_docs() {
     let medium = pod_status(3600, &[("deletion-cost.wasmsched.io/tier", "medium")]);
     assert_eq!(cost("{}", &medium, &metrics), Ok(Some(100)));
     assert_eq!(
-        cost(r#"{"connections": false}"#, &pod_status(3600, &[]), &metrics),
+        cost(
+            r#"{"connections": false}"#,
+            &pod_status(3600, &[]),
+            &metrics
+        ),
         Ok(Some(195))
     );
 }
@@ -63,7 +67,10 @@ fn worked_example_of_the_docs() {
 #[test]
 fn no_metrics_is_no_opinion() {
     assert_eq!(cost("{}", &pod_status(3600, &[]), &[]), Ok(None));
-    assert_eq!(cost("{}", &pod_status(3600, &[]), &[("other", 5.0)]), Ok(None));
+    assert_eq!(
+        cost("{}", &pod_status(3600, &[]), &[("other", 5.0)]),
+        Ok(None)
+    );
 }
 
 #[test]
@@ -74,7 +81,10 @@ fn garbage_metrics_are_refused_with_the_metric_named() {
     let e = cost("{}", &p, &[("active_connections", -3.0)]).unwrap_err();
     assert!(e.contains("active_connections = -3"), "{e}");
     let e = cost("{}", &p, &[("cache_hit_rate", 85.0)]).unwrap_err();
-    assert!(e.contains("cache_hit_rate = 85") && e.contains("0..=1"), "{e}");
+    assert!(
+        e.contains("cache_hit_rate = 85") && e.contains("0..=1"),
+        "{e}"
+    );
 }
 
 #[test]
