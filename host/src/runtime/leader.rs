@@ -224,7 +224,8 @@ impl Elector {
         };
         let mine = observed.holder.as_deref() == Some(self.identity.as_str());
         if let Some(holder) = &observed.holder {
-            let held_for = Duration::from_secs(observed.lease_seconds.unwrap_or(lease_seconds).max(1) as u64);
+            let held_for =
+                Duration::from_secs(observed.lease_seconds.unwrap_or(lease_seconds).max(1) as u64);
             if !mine && seen_at.elapsed() < held_for {
                 tracing::debug!(%holder, "lease held by another replica");
                 return Ok(false);
@@ -235,12 +236,20 @@ impl Elector {
         lease.spec = Some(LeaseSpec {
             holder_identity: Some(self.identity.clone()),
             lease_duration_seconds: Some(lease_seconds),
-            acquire_time: if mine { spec.acquire_time } else { Some(now.clone()) },
+            acquire_time: if mine {
+                spec.acquire_time
+            } else {
+                Some(now.clone())
+            },
             renew_time: Some(now),
             lease_transitions: Some(if mine { transitions } else { transitions + 1 }),
             ..Default::default()
         });
-        match self.api.replace(&self.cfg.name, &PostParams::default(), &lease).await {
+        match self
+            .api
+            .replace(&self.cfg.name, &PostParams::default(), &lease)
+            .await
+        {
             Ok(l) => {
                 let s = l.spec.unwrap_or_default();
                 self.observed = Some((
@@ -273,7 +282,11 @@ impl Elector {
         spec.lease_duration_seconds = Some(1);
         spec.renew_time = Some(MicroTime(k8s_openapi::jiff::Timestamp::now()));
         lease.spec = Some(spec);
-        match self.api.replace(&self.cfg.name, &PostParams::default(), &lease).await {
+        match self
+            .api
+            .replace(&self.cfg.name, &PostParams::default(), &lease)
+            .await
+        {
             Ok(_) => tracing::info!("released the lease"),
             Err(e) => tracing::warn!(error = %e, "releasing the lease failed"),
         }

@@ -189,9 +189,11 @@ pub async fn run(
 
     let http = tokio::spawn(server::serve(listener, shared.clone(), shutdown_rx.clone()));
     let (report_tx, report_rx) = mpsc::unbounded_channel();
+    // Events have their own budget, as kube-scheduler's event client has
+    // its own rate limiter: a burst of failures never delays bindings.
     let recorder = events::Recorder::new(
         client.clone(),
-        throttle.clone(),
+        client::Throttle::new(settings.qps, settings.burst),
         identity.clone(),
         metrics.clone(),
     );
@@ -240,7 +242,10 @@ pub async fn run(
         settings.leader_election.namespace, settings.leader_election.name
     );
     tracing::info!(%identity, listen = %opts.listen, leader_elect, "wasmsched running");
-    metrics.leader.with_label_values(&[&lease_name]).set(i64::from(!leader_elect));
+    metrics
+        .leader
+        .with_label_values(&[&lease_name])
+        .set(i64::from(!leader_elect));
 
     // Wait for a signal or the loss of the lease.
     let mut elector = elector;
