@@ -332,19 +332,7 @@ impl Reloader {
                 .find(|(n, _)| *n == p.name)
                 .map(|(_, m)| m.clone())
                 .ok_or_else(|| ReloadError::UnknownPlugin(p.name.clone()))?;
-            options.metrics.set_plugin_version(&p.name, &module.digest);
-            // Zero series from the start, so rate() and increase() work.
-            for r in [
-                ReloadResult::Success,
-                ReloadResult::Rejected,
-                ReloadResult::Deleted,
-                ReloadResult::Restored,
-            ] {
-                options
-                    .metrics
-                    .plugin_reloads
-                    .with_label_values(&[&p.name, r.as_str()]);
-            }
+            options.metrics.register_plugin(&p.name, &module.digest);
             states.push(State {
                 module,
                 version: 1,

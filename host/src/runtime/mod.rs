@@ -149,6 +149,9 @@ pub async fn run(
         .await
         .map_err(|e| anyhow::anyhow!("API server: {e}"))?;
     let listener = server::bind(opts.listen).await?;
+    for (name, module) in &scheduler.modules {
+        crate::metrics::Metrics::global().register_plugin(name, &module.digest);
+    }
     let registry = crate::metrics::Metrics::global().registry();
     let metrics = metrics::SchedulerMetrics::register(registry, scheduler.clone());
     for fw in &scheduler.profiles {
