@@ -159,10 +159,15 @@ async fn deploy_manifests_are_accepted_and_their_rbac_suffices() {
         &["--config", config_path.to_str().unwrap()],
     );
     let pods: Api<Pod> = Api::namespaced(client.clone(), "rbac");
-    for (name, cpu) in [("fits", "1"), ("too-big", "64")] {
+    // Two profiles of deploy/config.yaml in one process.
+    for (name, cpu, profile) in [
+        ("fits", "1", "gpu-scheduler"),
+        ("too-big", "64", "gpu-scheduler"),
+        ("second-profile", "1", "wasmsched-default"),
+    ] {
         let pod: Pod = serde_json::from_value(json!({
             "metadata": {"name": name, "namespace": "rbac"},
-            "spec": {"schedulerName": "gpu-scheduler", "containers": [{"name": "c", "image": "x",
+            "spec": {"schedulerName": profile, "containers": [{"name": "c", "image": "x",
                 "resources": {"requests": {"cpu": cpu}}}]}
         }))
         .unwrap();

@@ -339,3 +339,61 @@ async fn pod_or_node_deleted_between_scheduling_and_binding() {
     )
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_whose_lease_is_taken_stops_and_exits() {
+    let _g = serial();
+    let client = client().await;
+    reset(&client, &[NS]).await;
+    let tmp = tempfile::tempdir().unwrap();
+    let lease = "taken-test";
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "default");
+    let _ = leases.delete(lease, &DeleteParams::default()).await;
+    let config = write_config(tmp.path(), lease);
+    create_nodes(&client, "t", 1, "4").await;
+    let mut a = Scheduler::start(
+        tmp.path(),
+        "a",
+        &env().kubeconfig,
+        &["--config", config.to_str().unwrap()],
+    );
+    wait_until("a to lead", Duration::from_secs(60), || async {
+        lease_holder(&client, lease).await.as_deref() == Some("a")
+    })
+    .await;
+    // Someone else writes the Lease (as after a partition in which a's
+    // lease expired and another replica took it).
+    let mut l = leases.get(lease).await.unwrap();
+    let spec = l.spec.as_mut().unwrap();
+    spec.holder_identity = Some("intruder".into());
+    spec.renew_time = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(
+        k8s_openapi::jiff::Timestamp::now(),
+    ));
+    spec.lease_duration_seconds = Some(3600);
+    leases
+        .replace(lease, &PostParams::default(), &l)
+        .await
+        .unwrap();
+    let start = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = a.child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "a kept running after losing its lease"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(status.code(), Some(1), "log:\n{}", a.logs());
+    assert!(a.logs().contains("leadership lost"), "{}", a.logs());
+    // It scheduled nothing after that: a new pod stays pending.
+    create_cpu_pod(&client, "after-loss", "1").await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(bound_count(&client).await, 0);
+    assert_eq!(
+        lease_holder(&client, lease).await.as_deref(),
+        Some("intruder"),
+        "a did not take it back"
+    );
+}
