@@ -113,6 +113,15 @@ impl Metrics {
         self.plugin_info.with_label_values(&[plugin, digest]).set(1);
     }
 
+    /// A plugin the process runs: its version series, and zero reload
+    /// counters so rate() and increase() work from the start.
+    pub fn register_plugin(&self, plugin: &str, digest: &str) {
+        self.set_plugin_version(plugin, digest);
+        for result in ["success", "rejected", "deleted", "restored"] {
+            self.plugin_reloads.with_label_values(&[plugin, result]);
+        }
+    }
+
     /// Records a compile (or disk-cache load); memory hits are not recorded.
     pub fn observe_compile(&self, plugin: &str, report: &crate::wasm::CompileReport) {
         if report.origin != crate::wasm::Origin::Memory {

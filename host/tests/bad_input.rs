@@ -416,3 +416,55 @@ fn plugin_check_of_bad_files() {
         )
     );
 }
+
+// ------------------------------------------------------------ `run`
+
+fn run_with_config(yaml: &str) -> (Output, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("run.yaml");
+    std::fs::write(&path, yaml).unwrap();
+    let out = wasmsched(&[
+        "run",
+        "--config",
+        &s(&path),
+        "--kubeconfig",
+        "/nonexistent/kubeconfig",
+    ]);
+    (out, s(&path))
+}
+
+#[test]
+fn run_config_renew_deadline_must_be_shorter_than_the_lease() {
+    let (out, path) =
+        run_with_config("leaderElection:\n  leaseDuration: 10s\n  renewDeadline: 10s\n");
+    assert_one_line_error(
+        &out,
+        &[&format!(
+            "error: config {path}: leaderElection.renewDeadline: must be shorter than leaseDuration"
+        )],
+    );
+}
+
+#[test]
+fn run_config_rejects_other_locks_and_bad_rates() {
+    let (out, _) = run_with_config("leaderElection:\n  resourceLock: configmaps\n");
+    assert_one_line_error(
+        &out,
+        &["leaderElection.resourceLock: unsupported \"configmaps\" (only \"leases\")"],
+    );
+    let (out, _) = run_with_config("clientConnection:\n  qps: 0\n");
+    assert_one_line_error(
+        &out,
+        &["clientConnection.qps: must be a positive number, not 0"],
+    );
+    let (out, _) = run_with_config("leaderElection:\n  leaseDuraton: 10s\n");
+    assert_one_line_error(&out, &["leaderElection: unknown field `leaseDuraton`"]);
+    let (out, _) = run_with_config("bindConcurrency: 0\n");
+    assert_one_line_error(&out, &["bindConcurrency: must be at least 1"]);
+}
+
+#[test]
+fn run_with_a_missing_kubeconfig_names_it() {
+    let (out, _) = run_with_config("profiles:\n- schedulerName: s\n");
+    assert_one_line_error(&out, &["error: kubeconfig /nonexistent/kubeconfig: "]);
+}

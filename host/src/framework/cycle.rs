@@ -141,7 +141,11 @@ impl Framework {
         let pre = self.pre_filter(profile, &ctx, &mut state, cycle);
         self.timings.extension_point(
             "PreFilter",
-            if pre.is_ok() { "Success" } else { "Unschedulable" },
+            if pre.is_ok() {
+                "Success"
+            } else {
+                "Unschedulable"
+            },
             started.elapsed(),
         );
         if let Err(reason) = pre {
@@ -196,7 +200,11 @@ impl Framework {
             .store((start + processed) % all.len(), Ordering::Relaxed);
         self.timings.extension_point(
             "Filter",
-            if feasible.is_empty() { "Unschedulable" } else { "Success" },
+            if feasible.is_empty() {
+                "Unschedulable"
+            } else {
+                "Success"
+            },
             filter_started.elapsed(),
         );
 
@@ -214,14 +222,7 @@ impl Framework {
                 evaluated_nodes: processed,
                 feasible_nodes: 1,
             }),
-            n => match {
-                let started = Instant::now();
-                let r = self.score_nodes(profile, &ctx, &mut state, cycle, &feasible);
-                let status = if r.is_ok() { "Success" } else { "Error" };
-                self.timings
-                    .extension_point("Score", status, started.elapsed());
-                r
-            } {
+            n => match self.timed_score(profile, &ctx, &mut state, cycle, &feasible) {
                 Ok(totals) => {
                     let best = self.select(&totals);
                     Outcome::Scheduled(Placement {
@@ -365,6 +366,23 @@ impl Framework {
             }
         }
         verdicts
+    }
+
+    /// [`Self::score_nodes`], timed as one extension point.
+    fn timed_score(
+        &self,
+        profile: &Profile,
+        ctx: &CycleContext,
+        state: &mut CycleState,
+        cycle: u64,
+        feasible: &[&NodeInfo],
+    ) -> Result<Vec<i64>, String> {
+        let started = Instant::now();
+        let r = self.score_nodes(profile, ctx, state, cycle, feasible);
+        let status = if r.is_ok() { "Success" } else { "Error" };
+        self.timings
+            .extension_point("Score", status, started.elapsed());
+        r
     }
 
     /// PreScore, Score, NormalizeScore and weights over the feasible

@@ -332,7 +332,7 @@ impl Reloader {
                 .find(|(n, _)| *n == p.name)
                 .map(|(_, m)| m.clone())
                 .ok_or_else(|| ReloadError::UnknownPlugin(p.name.clone()))?;
-            options.metrics.set_plugin_version(&p.name, &module.digest);
+            options.metrics.register_plugin(&p.name, &module.digest);
             states.push(State {
                 module,
                 version: 1,

@@ -299,7 +299,10 @@ mod tests {
 
     fn cache_with_node() -> Cache {
         let mut c = Cache::default();
-        c.node_applied(N::new("n1").alloc(&[("cpu", "4"), ("pods", "10")]).build(), 0);
+        c.node_applied(
+            N::new("n1").alloc(&[("cpu", "4"), ("pods", "10")]).build(),
+            0,
+        );
         c
     }
 
@@ -352,7 +355,10 @@ mod tests {
         c.assume(&popped, "n1").unwrap();
         c.finish_binding(&pod.uid, 100);
         assert!(c.expire_assumed(100 + ASSUMED_TTL_MS - 1).is_empty());
-        assert_eq!(c.expire_assumed(100 + ASSUMED_TTL_MS), vec![pod.uid.clone()]);
+        assert_eq!(
+            c.expire_assumed(100 + ASSUMED_TTL_MS),
+            vec![pod.uid.clone()]
+        );
         assert!(c.snapshot.by_name("n1").unwrap().pods.is_empty());
     }
 
@@ -382,10 +388,16 @@ mod tests {
         let mut p = P::new("early").req(&[("cpu", "1")]).build();
         p.node_name = Some("n1".into());
         c.pod_applied(p, false, served, 0);
-        c.node_applied(N::new("n1").alloc(&[("cpu", "4"), ("pods", "10")]).build(), 1);
+        c.node_applied(
+            N::new("n1").alloc(&[("cpu", "4"), ("pods", "10")]).build(),
+            1,
+        );
         assert_eq!(c.snapshot.by_name("n1").unwrap().pods.len(), 1);
         // A heartbeat (same node) changes nothing.
-        assert!(!c.node_applied(N::new("n1").alloc(&[("cpu", "4"), ("pods", "10")]).build(), 2));
+        assert!(!c.node_applied(
+            N::new("n1").alloc(&[("cpu", "4"), ("pods", "10")]).build(),
+            2
+        ));
     }
 
     #[test]

@@ -20,7 +20,9 @@ pub async fn client(kubeconfig: Option<&Path>) -> anyhow::Result<Client> {
                 .map_err(|e| anyhow::anyhow!("kubeconfig {}: {e}", path.display()))?
         }
         None => Config::infer().await.map_err(|e| {
-            anyhow::anyhow!("no cluster configuration (--kubeconfig, $KUBECONFIG, or in-cluster): {e}")
+            anyhow::anyhow!(
+                "no cluster configuration (--kubeconfig, $KUBECONFIG, or in-cluster): {e}"
+            )
         })?,
     };
     Client::try_from(config).map_err(|e| anyhow::anyhow!("building the API client: {e}"))

@@ -138,10 +138,10 @@ impl Recorder {
                 profile,
             } => {
                 self.failed(&pod, &message, &profile).await;
-                if self.condition.get(&pod.uid) != Some(&message) {
-                    if self.set_condition(&pod, &message).await {
-                        self.condition.insert(pod.uid.clone(), message);
-                    }
+                if self.condition.get(&pod.uid) != Some(&message)
+                    && self.set_condition(&pod, &message).await
+                {
+                    self.condition.insert(pod.uid.clone(), message);
                 }
             }
             Report::Deleted { uid } => {
@@ -207,7 +207,8 @@ impl Recorder {
         s.dirty = false;
         s.written = Instant::now();
         let api: Api<Event> = Api::namespaced(self.client.clone(), &s.namespace);
-        let patch = json!({"count": s.count, "lastTimestamp": Time(k8s_openapi::jiff::Timestamp::now())});
+        let patch =
+            json!({"count": s.count, "lastTimestamp": Time(k8s_openapi::jiff::Timestamp::now())});
         self.throttle.wait().await;
         match api
             .patch(&s.event, &PatchParams::default(), &Patch::Merge(&patch))
@@ -294,7 +295,11 @@ impl Recorder {
         }]}});
         self.throttle.wait().await;
         match api
-            .patch_status(&pod.name, &PatchParams::default(), &Patch::Strategic(&patch))
+            .patch_status(
+                &pod.name,
+                &PatchParams::default(),
+                &Patch::Strategic(&patch),
+            )
             .await
         {
             Ok(_) => true,

@@ -65,7 +65,11 @@ pub async fn watch_nodes(shared: Arc<Shared>, client: Client) {
 
 /// Keeps the cache's pods current (bound pods for node usage, pending pods
 /// a profile serves for the queue) until the task is aborted.
-pub async fn watch_pods(shared: Arc<Shared>, client: Client, reports: mpsc::UnboundedSender<Report>) {
+pub async fn watch_pods(
+    shared: Arc<Shared>,
+    client: Client,
+    reports: mpsc::UnboundedSender<Report>,
+) {
     let api: Api<K8sPod> = Api::all(client);
     let stream = watcher::watcher(api, watcher::Config::default()).default_backoff();
     futures::pin_mut!(stream);
@@ -109,7 +113,9 @@ pub async fn watch_pods(shared: Arc<Shared>, client: Client, reports: mpsc::Unbo
                         let uid = p.metadata.uid.clone().unwrap_or_default();
                         let spec = p.spec.as_ref();
                         let pending = spec.is_some_and(|s| s.node_name.is_none());
-                        let name = spec.and_then(|s| s.scheduler_name.as_deref()).unwrap_or("default-scheduler");
+                        let name = spec
+                            .and_then(|s| s.scheduler_name.as_deref())
+                            .unwrap_or("default-scheduler");
                         if pending && shared.served(name) && invalid.insert(uid.clone()) {
                             // The pod cannot be scheduled as written: say so
                             // on the pod, once.

@@ -140,6 +140,7 @@ impl Elector {
         // Renew.
         let mut last_ok = Instant::now();
         let mut last_error = String::new();
+        let mut taken = false;
         loop {
             tokio::select! {
                 _ = tokio::time::sleep(self.cfg.retry_period) => {}
@@ -162,11 +163,14 @@ impl Elector {
                     self.leadership.renewed(attempt, self.cfg.renew_deadline);
                     last_ok = attempt;
                 }
-                Ok(Ok(false)) => last_error = "another replica holds the lease".into(),
+                Ok(Ok(false)) => {
+                    taken = true;
+                    last_error = "another replica holds the lease".into();
+                }
                 Ok(Err(e)) => last_error = e.to_string(),
                 Err(_) => last_error = "renewal timed out".into(),
             }
-            if last_ok.elapsed() >= self.cfg.renew_deadline || last_error.starts_with("another") {
+            if taken || last_ok.elapsed() >= self.cfg.renew_deadline {
                 self.leadership.resign();
                 let _ = leading.send(false);
                 return Err(LeaderError::Lost {
@@ -224,7 +228,8 @@ impl Elector {
         };
         let mine = observed.holder.as_deref() == Some(self.identity.as_str());
         if let Some(holder) = &observed.holder {
-            let held_for = Duration::from_secs(observed.lease_seconds.unwrap_or(lease_seconds).max(1) as u64);
+            let held_for =
+                Duration::from_secs(observed.lease_seconds.unwrap_or(lease_seconds).max(1) as u64);
             if !mine && seen_at.elapsed() < held_for {
                 tracing::debug!(%holder, "lease held by another replica");
                 return Ok(false);
@@ -235,12 +240,20 @@ impl Elector {
         lease.spec = Some(LeaseSpec {
             holder_identity: Some(self.identity.clone()),
             lease_duration_seconds: Some(lease_seconds),
-            acquire_time: if mine { spec.acquire_time } else { Some(now.clone()) },
+            acquire_time: if mine {
+                spec.acquire_time
+            } else {
+                Some(now.clone())
+            },
             renew_time: Some(now),
             lease_transitions: Some(if mine { transitions } else { transitions + 1 }),
             ..Default::default()
         });
-        match self.api.replace(&self.cfg.name, &PostParams::default(), &lease).await {
+        match self
+            .api
+            .replace(&self.cfg.name, &PostParams::default(), &lease)
+            .await
+        {
             Ok(l) => {
                 let s = l.spec.unwrap_or_default();
                 self.observed = Some((
@@ -273,7 +286,11 @@ impl Elector {
         spec.lease_duration_seconds = Some(1);
         spec.renew_time = Some(MicroTime(k8s_openapi::jiff::Timestamp::now()));
         lease.spec = Some(spec);
-        match self.api.replace(&self.cfg.name, &PostParams::default(), &lease).await {
+        match self
+            .api
+            .replace(&self.cfg.name, &PostParams::default(), &lease)
+            .await
+        {
             Ok(_) => tracing::info!("released the lease"),
             Err(e) => tracing::warn!(error = %e, "releasing the lease failed"),
         }
@@ -288,4 +305,25 @@ fn jitter(d: Duration) -> Duration {
         .map(|t| t.subsec_nanos())
         .unwrap_or(0);
     d + d.mul_f64(f64::from(nanos % 1000) / 1000.0 * 0.2)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn leadership_ends_at_the_renew_deadline() {
+        assert!(Leadership::new(true).leading(), "no election: always leads");
+        let l = Leadership::new(false);
+        assert!(!l.leading(), "a candidate does not lead before acquiring");
+        l.renewed(Instant::now(), Duration::from_secs(3600));
+        assert!(l.leading());
+        // Renewed at start, deadline already passed: no longer leading,
+        // even though nothing told it so.
+        l.renewed(l.start, Duration::from_millis(0));
+        assert!(!l.leading());
+        l.renewed(Instant::now(), Duration::from_secs(3600));
+        l.resign();
+        assert!(!l.leading());
+    }
 }

@@ -45,7 +45,8 @@ pub struct SchedulerMetrics {
 }
 
 fn histogram(name: &str, help: &str, buckets: Vec<f64>, labels: &[&str]) -> HistogramVec {
-    HistogramVec::new(HistogramOpts::new(name, help).buckets(buckets), labels).expect("valid metric")
+    HistogramVec::new(HistogramOpts::new(name, help).buckets(buckets), labels)
+        .expect("valid metric")
 }
 
 fn counter(name: &str, help: &str, labels: &[&str]) -> IntCounterVec {

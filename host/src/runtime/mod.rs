@@ -149,6 +149,9 @@ pub async fn run(
         .await
         .map_err(|e| anyhow::anyhow!("API server: {e}"))?;
     let listener = server::bind(opts.listen).await?;
+    for (name, module) in &scheduler.modules {
+        crate::metrics::Metrics::global().register_plugin(name, &module.digest);
+    }
     let registry = crate::metrics::Metrics::global().registry();
     let metrics = metrics::SchedulerMetrics::register(registry, scheduler.clone());
     for fw in &scheduler.profiles {
@@ -189,9 +192,11 @@ pub async fn run(
 
     let http = tokio::spawn(server::serve(listener, shared.clone(), shutdown_rx.clone()));
     let (report_tx, report_rx) = mpsc::unbounded_channel();
+    // Events have their own budget, as kube-scheduler's event client has
+    // its own rate limiter: a burst of failures never delays bindings.
     let recorder = events::Recorder::new(
         client.clone(),
-        throttle.clone(),
+        client::Throttle::new(settings.qps, settings.burst),
         identity.clone(),
         metrics.clone(),
     );
@@ -240,7 +245,10 @@ pub async fn run(
         settings.leader_election.namespace, settings.leader_election.name
     );
     tracing::info!(%identity, listen = %opts.listen, leader_elect, "wasmsched running");
-    metrics.leader.with_label_values(&[&lease_name]).set(i64::from(!leader_elect));
+    metrics
+        .leader
+        .with_label_values(&[&lease_name])
+        .set(i64::from(!leader_elect));
 
     // Wait for a signal or the loss of the lease.
     let mut elector = elector;

@@ -71,7 +71,9 @@ pub async fn reset(client: &Client, namespaces: &[&str]) {
     for p in pods.list(&ListParams::default()).await.expect("list pods") {
         let ns = p.metadata.namespace.clone().unwrap_or_default();
         let api: Api<Pod> = Api::namespaced(client.clone(), &ns);
-        let _ = api.delete(p.metadata.name.as_deref().unwrap(), &force).await;
+        let _ = api
+            .delete(p.metadata.name.as_deref().unwrap(), &force)
+            .await;
     }
     let ns_api: Api<Namespace> = Api::all(client.clone());
     for ns in namespaces {
@@ -86,8 +88,15 @@ pub async fn reset(client: &Client, namespaces: &[&str]) {
             .await;
     }
     wait_until("cleanup", Duration::from_secs(60), || async {
-        pods.list(&ListParams::default()).await.map(|l| l.items.is_empty()).unwrap_or(false)
-            && nodes.list(&ListParams::default()).await.map(|l| l.items.is_empty()).unwrap_or(false)
+        pods.list(&ListParams::default())
+            .await
+            .map(|l| l.items.is_empty())
+            .unwrap_or(false)
+            && nodes
+                .list(&ListParams::default())
+                .await
+                .map(|l| l.items.is_empty())
+                .unwrap_or(false)
     })
     .await;
 }
@@ -257,7 +266,10 @@ pub fn manifest_objects(path: &Path) -> Vec<Value> {
 }
 
 pub fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
 }
 
 /// Events about a pod, by reason.

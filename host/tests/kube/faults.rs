@@ -92,7 +92,8 @@ async fn scheduled_events_per_pod(client: &Client) -> HashMap<String, usize> {
     let mut out = HashMap::new();
     for e in api.list(&ListParams::default()).await.unwrap().items {
         if e.reason.as_deref() == Some("Scheduled") {
-            *out.entry(e.involved_object.name.unwrap_or_default()).or_default() += 1;
+            *out.entry(e.involved_object.name.unwrap_or_default())
+                .or_default() += 1;
         }
     }
     out
@@ -137,15 +138,22 @@ async fn leader_dies_mid_stream_and_the_standby_finishes_without_double_binding(
     let config = config.to_str().unwrap();
     create_nodes(&client, "f", 20, "4").await;
     // Slow bindings keep the leader busy when it dies.
-    let mut a = Scheduler::start(tmp.path(), "a", &env().kubeconfig, &["--config", config, "--bind-delay", "500ms"]);
+    let mut a = Scheduler::start(
+        tmp.path(),
+        "a",
+        &env().kubeconfig,
+        &["--config", config, "--bind-delay", "500ms"],
+    );
     wait_until("a to lead", Duration::from_secs(60), || async {
         lease_holder(&client, lease).await.as_deref() == Some("a")
     })
     .await;
     let mut b = Scheduler::start(tmp.path(), "b", &env().kubeconfig, &["--config", config]);
-    wait_until("b to be ready (synced, standing by)", Duration::from_secs(60), || async {
-        b.get("/readyz").await.is_some_and(|(s, _)| s == 200)
-    })
+    wait_until(
+        "b to be ready (synced, standing by)",
+        Duration::from_secs(60),
+        || async { b.get("/readyz").await.is_some_and(|(s, _)| s == 200) },
+    )
     .await;
     assert_eq!(b.metric("leader_election_master_status", &[]).await, 0.0);
     const PODS: usize = 150;
@@ -157,22 +165,35 @@ async fn leader_dies_mid_stream_and_the_standby_finishes_without_double_binding(
     .await;
     a.kill();
     let at_kill = bound_count(&client).await;
-    assert!(at_kill < PODS, "a finished before it was killed; the test proves nothing");
-    wait_until("b to finish the queue", Duration::from_secs(120), || async {
-        bound_count(&client).await == PODS
-    })
+    assert!(
+        at_kill < PODS,
+        "a finished before it was killed; the test proves nothing"
+    );
+    wait_until(
+        "b to finish the queue",
+        Duration::from_secs(120),
+        || async { bound_count(&client).await == PODS },
+    )
     .await;
     assert_eq!(lease_holder(&client, lease).await.as_deref(), Some("b"));
     assert_eq!(b.metric("leader_election_master_status", &[]).await, 1.0);
-    assert!(b.metric("wasmsched_bindings_total", &[("result", "bound")]).await >= 1.0);
+    assert!(
+        b.metric("wasmsched_bindings_total", &[("result", "bound")])
+            .await
+            >= 1.0
+    );
     assert_eq!(
-        b.metric("wasmsched_bindings_total", &[("result", "conflict")]).await,
+        b.metric("wasmsched_bindings_total", &[("result", "conflict")])
+            .await,
         0.0,
         "b never tried to bind a pod a had bound"
     );
     assert_capacity(&client, 4000).await;
     let events = scheduled_events_per_pod(&client).await;
-    assert!(events.values().all(|&n| n == 1), "a pod was reported scheduled twice: {events:?}");
+    assert!(
+        events.values().all(|&n| n == 1),
+        "a pod was reported scheduled twice: {events:?}"
+    );
     // SIGTERM: b stops cleanly and releases the lease.
     let status = b.terminate();
     assert!(status.success(), "exit {status:?}; log:\n{}", b.logs());
@@ -186,7 +207,12 @@ async fn api_server_restart_mid_stream() {
     reset(&client, &[NS]).await;
     let tmp = tempfile::tempdir().unwrap();
     create_nodes(&client, "r", 10, "4").await;
-    let sched = Scheduler::start(tmp.path(), "restart", &env().kubeconfig, &["--leader-elect", "false"]);
+    let sched = Scheduler::start(
+        tmp.path(),
+        "restart",
+        &env().kubeconfig,
+        &["--leader-elect", "false"],
+    );
     wait_until("ready", Duration::from_secs(60), || async {
         sched.get("/readyz").await.is_some_and(|(s, _)| s == 200)
     })
@@ -204,9 +230,11 @@ async fn api_server_restart_mid_stream() {
     for i in 0..40 {
         create_cpu_pod(&client, &format!("after-{i:02}"), "500m").await;
     }
-    wait_until("every pod bound after the restart", Duration::from_secs(180), || async {
-        bound_count(&client).await == 80
-    })
+    wait_until(
+        "every pod bound after the restart",
+        Duration::from_secs(180),
+        || async { bound_count(&client).await == 80 },
+    )
     .await;
     assert_capacity(&client, 4000).await;
     let events = scheduled_events_per_pod(&client).await;
@@ -238,17 +266,37 @@ async fn pod_or_node_deleted_between_scheduling_and_binding() {
     })
     .await;
     let api: Api<Pod> = Api::namespaced(client.clone(), NS);
-    api.delete("doomed", &DeleteParams { grace_period_seconds: Some(0), ..Default::default() })
-        .await
-        .unwrap();
+    api.delete(
+        "doomed",
+        &DeleteParams {
+            grace_period_seconds: Some(0),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
     // Its reservation is released: a pod needing the same capacity fits.
     create_cpu_pod(&client, "next", "3").await;
     wait_until("next to be bound", Duration::from_secs(60), || async {
-        api.get("next").await.ok().and_then(|p| p.spec?.node_name).is_some()
+        api.get("next")
+            .await
+            .ok()
+            .and_then(|p| p.spec?.node_name)
+            .is_some()
     })
     .await;
-    assert_eq!(sched.metric("wasmsched_bindings_total", &[("result", "gone")]).await, 1.0);
-    assert_eq!(sched.metric("wasmsched_bindings_total", &[("result", "bound")]).await, 1.0);
+    assert_eq!(
+        sched
+            .metric("wasmsched_bindings_total", &[("result", "gone")])
+            .await,
+        1.0
+    );
+    assert_eq!(
+        sched
+            .metric("wasmsched_bindings_total", &[("result", "bound")])
+            .await,
+        1.0
+    );
 
     // The node is deleted while a pod placed on it waits for its binding:
     // the pod is scheduled again, onto the node that replaces it.
@@ -262,14 +310,90 @@ async fn pod_or_node_deleted_between_scheduling_and_binding() {
     nodes.delete("e-0", &DeleteParams::default()).await.unwrap();
     create_nodes(&client, "g", 1, "4").await;
     wait_until("moved to be bound", Duration::from_secs(60), || async {
-        api.get("moved").await.ok().and_then(|p| p.spec?.node_name).is_some()
+        api.get("moved")
+            .await
+            .ok()
+            .and_then(|p| p.spec?.node_name)
+            .is_some()
     })
     .await;
-    let node = api.get("moved").await.unwrap().spec.unwrap().node_name.unwrap();
+    let node = api
+        .get("moved")
+        .await
+        .unwrap()
+        .spec
+        .unwrap()
+        .node_name
+        .unwrap();
     assert_eq!(node, "g-0");
-    assert_eq!(sched.metric("wasmsched_bindings_total", &[("result", "node-gone")]).await, 1.0);
-    wait_until("the watch to confirm every binding", Duration::from_secs(30), || async {
-        sched.metric("wasmsched_cache_assumed_pods", &[]).await == 0.0
+    assert_eq!(
+        sched
+            .metric("wasmsched_bindings_total", &[("result", "node-gone")])
+            .await,
+        1.0
+    );
+    wait_until(
+        "the watch to confirm every binding",
+        Duration::from_secs(30),
+        || async { sched.metric("wasmsched_cache_assumed_pods", &[]).await == 0.0 },
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_whose_lease_is_taken_stops_and_exits() {
+    let _g = serial();
+    let client = client().await;
+    reset(&client, &[NS]).await;
+    let tmp = tempfile::tempdir().unwrap();
+    let lease = "taken-test";
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "default");
+    let _ = leases.delete(lease, &DeleteParams::default()).await;
+    let config = write_config(tmp.path(), lease);
+    create_nodes(&client, "t", 1, "4").await;
+    let mut a = Scheduler::start(
+        tmp.path(),
+        "a",
+        &env().kubeconfig,
+        &["--config", config.to_str().unwrap()],
+    );
+    wait_until("a to lead", Duration::from_secs(60), || async {
+        lease_holder(&client, lease).await.as_deref() == Some("a")
     })
     .await;
+    // Someone else writes the Lease (as after a partition in which a's
+    // lease expired and another replica took it).
+    let mut l = leases.get(lease).await.unwrap();
+    let spec = l.spec.as_mut().unwrap();
+    spec.holder_identity = Some("intruder".into());
+    spec.renew_time = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(
+        k8s_openapi::jiff::Timestamp::now(),
+    ));
+    spec.lease_duration_seconds = Some(3600);
+    leases
+        .replace(lease, &PostParams::default(), &l)
+        .await
+        .unwrap();
+    let start = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = a.child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "a kept running after losing its lease"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(status.code(), Some(1), "log:\n{}", a.logs());
+    assert!(a.logs().contains("leadership lost"), "{}", a.logs());
+    // It scheduled nothing after that: a new pod stays pending.
+    create_cpu_pod(&client, "after-loss", "1").await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(bound_count(&client).await, 0);
+    assert_eq!(
+        lease_holder(&client, lease).await.as_deref(),
+        Some("intruder"),
+        "a did not take it back"
+    );
 }

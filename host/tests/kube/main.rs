@@ -1,9 +1,15 @@
 //! `wasmsched run` against a real kube-apiserver and etcd (Kubernetes
 //! 1.20.2 built from Debian's source by `scripts/test-servers`).
 
+// Each test owns its runtime; `env::serial()` is a std mutex held for a
+// whole test so tests on different runtimes take turns on the shared API
+// server, which an async mutex (tied to one runtime) could not do.
+#![allow(clippy::await_holding_lock)]
+
+mod bench;
+mod deploy;
 mod env;
 mod faults;
-mod deploy;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -27,17 +33,24 @@ pub async fn load_example(client: &Client, dir: &Path) -> Vec<Value> {
     let nodes: Api<Node> = Api::all(client.clone());
     for n in manifest_objects(&dir.join("nodes.yaml")) {
         let node: Node = serde_json::from_value(n).unwrap();
-        nodes.create(&PostParams::default(), &node).await.expect("create node");
+        nodes
+            .create(&PostParams::default(), &node)
+            .await
+            .expect("create node");
     }
     let mut pods = manifest_objects(&dir.join("pods.yaml"));
     pods.sort_by_key(|p| {
         (
             p["spec"]["nodeName"].is_null(),
-            p["metadata"]["creationTimestamp"].as_str().unwrap_or("").to_string(),
+            p["metadata"]["creationTimestamp"]
+                .as_str()
+                .unwrap_or("")
+                .to_string(),
         )
     });
-    let (bound, pending): (Vec<Value>, Vec<Value>) =
-        pods.into_iter().partition(|p| !p["spec"]["nodeName"].is_null());
+    let (bound, pending): (Vec<Value>, Vec<Value>) = pods
+        .into_iter()
+        .partition(|p| !p["spec"]["nodeName"].is_null());
     for p in &bound {
         create_pod(client, p.clone()).await;
     }
@@ -45,12 +58,20 @@ pub async fn load_example(client: &Client, dir: &Path) -> Vec<Value> {
 }
 
 pub async fn create_pod(client: &Client, mut p: Value) {
-    p["metadata"].as_object_mut().unwrap().remove("creationTimestamp");
+    p["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .remove("creationTimestamp");
     p.as_object_mut().unwrap().remove("status");
-    let ns = p["metadata"]["namespace"].as_str().unwrap_or("default").to_string();
+    let ns = p["metadata"]["namespace"]
+        .as_str()
+        .unwrap_or("default")
+        .to_string();
     let pod: Pod = serde_json::from_value(p).unwrap();
     let api: Api<Pod> = Api::namespaced(client.clone(), &ns);
-    api.create(&PostParams::default(), &pod).await.expect("create pod");
+    api.create(&PostParams::default(), &pod)
+        .await
+        .expect("create pod");
 }
 
 /// `ns/name` -> node of every pod.
@@ -82,7 +103,11 @@ fn simulate(dir: &Path, seed: u64) -> Value {
         .args(["--output", "json", "--seed", &seed.to_string()])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
@@ -94,7 +119,11 @@ async fn pod_condition(client: &Client, ns: &str, name: &str) -> Option<(String,
         .conditions?
         .into_iter()
         .find(|c| c.type_ == "PodScheduled")?;
-    Some((c.status, c.reason.unwrap_or_default(), c.message.unwrap_or_default()))
+    Some((
+        c.status,
+        c.reason.unwrap_or_default(),
+        c.message.unwrap_or_default(),
+    ))
 }
 
 /// Runs one example end to end and compares with `simulate`.
@@ -124,7 +153,11 @@ async fn example_matches_simulate(example: &str, namespaces: &[&str]) {
         .iter()
         .map(|p| {
             (
-                format!("{}/{}", p["namespace"].as_str().unwrap(), p["pod"].as_str().unwrap()),
+                format!(
+                    "{}/{}",
+                    p["namespace"].as_str().unwrap(),
+                    p["pod"].as_str().unwrap()
+                ),
                 p["node"].as_str().unwrap().to_string(),
             )
         })
@@ -142,10 +175,16 @@ async fn example_matches_simulate(example: &str, namespaces: &[&str]) {
         })
         .collect();
     assert!(!scheduled.is_empty());
-    wait_until("every pod simulate places to be bound", Duration::from_secs(120), || async {
-        let now = placements(&client).await;
-        scheduled.iter().all(|(k, _)| now.get(k).cloned().flatten().is_some())
-    })
+    wait_until(
+        "every pod simulate places to be bound",
+        Duration::from_secs(120),
+        || async {
+            let now = placements(&client).await;
+            scheduled
+                .iter()
+                .all(|(k, _)| now.get(k).cloned().flatten().is_some())
+        },
+    )
     .await;
     let now = placements(&client).await;
     let wrong: Vec<String> = scheduled
@@ -153,7 +192,11 @@ async fn example_matches_simulate(example: &str, namespaces: &[&str]) {
         .filter(|(k, n)| now[k].as_deref() != Some(n.as_str()))
         .map(|(k, n)| format!("{k}: simulate {n}, run {:?}", now[k]))
         .collect();
-    assert!(wrong.is_empty(), "placements differ from simulate: {wrong:#?}\nlog:\n{}", sched.logs());
+    assert!(
+        wrong.is_empty(),
+        "placements differ from simulate: {wrong:#?}\nlog:\n{}",
+        sched.logs()
+    );
     for (key, node) in &scheduled {
         let (ns, name) = key.split_once('/').unwrap();
         let ev = events_for(&client, ns, name, "Scheduled").await;
@@ -164,16 +207,29 @@ async fn example_matches_simulate(example: &str, namespaces: &[&str]) {
         );
     }
     for (ns, name, message) in &unschedulable {
-        wait_until("the FailedScheduling event and condition", Duration::from_secs(60), || async {
-            !events_for(&client, ns, name, "FailedScheduling").await.is_empty()
-                && pod_condition(&client, ns, name).await.is_some()
-        })
+        wait_until(
+            "the FailedScheduling event and condition",
+            Duration::from_secs(60),
+            || async {
+                !events_for(&client, ns, name, "FailedScheduling")
+                    .await
+                    .is_empty()
+                    && pod_condition(&client, ns, name).await.is_some()
+            },
+        )
         .await;
         let ev = events_for(&client, ns, name, "FailedScheduling").await;
-        assert_eq!(ev[0].message.as_deref(), Some(message.as_str()), "{ns}/{name}");
+        assert_eq!(
+            ev[0].message.as_deref(),
+            Some(message.as_str()),
+            "{ns}/{name}"
+        );
         assert_eq!(ev[0].type_.as_deref(), Some("Warning"));
         let (status, reason, cond_msg) = pod_condition(&client, ns, name).await.unwrap();
-        assert_eq!((status.as_str(), reason.as_str()), ("False", "Unschedulable"));
+        assert_eq!(
+            (status.as_str(), reason.as_str()),
+            ("False", "Unschedulable")
+        );
         assert_eq!(&cond_msg, message);
         assert_eq!(now[&format!("{ns}/{name}")], None);
     }
@@ -182,9 +238,15 @@ async fn example_matches_simulate(example: &str, namespaces: &[&str]) {
         if p["spec"]["schedulerName"] != "gpu-scheduler" {
             let ns = p["metadata"]["namespace"].as_str().unwrap();
             let name = p["metadata"]["name"].as_str().unwrap();
-            assert_eq!(now[&format!("{ns}/{name}")], None, "{ns}/{name} is another scheduler's");
+            assert_eq!(
+                now[&format!("{ns}/{name}")],
+                None,
+                "{ns}/{name} is another scheduler's"
+            );
             assert!(events_for(&client, ns, name, "Scheduled").await.is_empty());
-            assert!(events_for(&client, ns, name, "FailedScheduling").await.is_empty());
+            assert!(events_for(&client, ns, name, "FailedScheduling")
+                .await
+                .is_empty());
         }
     }
     // Metrics and probes.
@@ -210,7 +272,10 @@ async fn check_no_event_flood(
     unschedulable: &[(String, String, String)],
 ) {
     let before = sched
-        .metric("scheduler_schedule_attempts_total", &[("result", "unschedulable")])
+        .metric(
+            "scheduler_schedule_attempts_total",
+            &[("result", "unschedulable")],
+        )
         .await;
     let nodes: Api<Node> = Api::all(client.clone());
     let first = nodes.list(&ListParams::default()).await.unwrap().items[0]
@@ -223,33 +288,50 @@ async fn check_no_event_flood(
         // pods back to the queue, and leaves their failure message as is.
         let patch = serde_json::json!({"metadata": {"labels": {"touch": i.to_string()}}});
         nodes
-            .patch(&first, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&patch))
+            .patch(
+                &first,
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(&patch),
+            )
             .await
             .unwrap();
         tokio::time::sleep(Duration::from_millis(1200)).await;
     }
-    wait_until("retries after the cluster events", Duration::from_secs(60), || async {
-        sched
-            .metric("scheduler_schedule_attempts_total", &[("result", "unschedulable")])
-            .await
-            >= before + unschedulable.len() as f64
-    })
+    wait_until(
+        "retries after the cluster events",
+        Duration::from_secs(60),
+        || async {
+            sched
+                .metric(
+                    "scheduler_schedule_attempts_total",
+                    &[("result", "unschedulable")],
+                )
+                .await
+                >= before + unschedulable.len() as f64
+        },
+    )
     .await;
     for (ns, name, _) in unschedulable {
         let ev = events_for(client, ns, name, "FailedScheduling").await;
-        assert_eq!(ev.len(), 1, "{ns}/{name}: one FailedScheduling Event, got {ev:?}");
-        let messages: HashMap<String, usize> =
-            ev.iter().fold(HashMap::new(), |mut m, e| {
-                *m.entry(e.message.clone().unwrap_or_default()).or_default() += 1;
-                m
-            });
+        assert_eq!(
+            ev.len(),
+            1,
+            "{ns}/{name}: one FailedScheduling Event, got {ev:?}"
+        );
+        let messages: HashMap<String, usize> = ev.iter().fold(HashMap::new(), |mut m, e| {
+            *m.entry(e.message.clone().unwrap_or_default()).or_default() += 1;
+            m
+        });
         assert!(
             messages.values().all(|&n| n == 1),
             "{ns}/{name}: one Event per distinct message, got {messages:?}"
         );
     }
     let folded = sched
-        .metric("wasmsched_events_total", &[("reason", "FailedScheduling"), ("action", "suppressed")])
+        .metric(
+            "wasmsched_events_total",
+            &[("reason", "FailedScheduling"), ("action", "suppressed")],
+        )
         .await;
     assert!(folded >= 1.0, "repeats were folded, not written");
 }
