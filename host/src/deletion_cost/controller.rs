@@ -66,6 +66,14 @@ pub struct Controller {
     limiter: DefaultDirectRateLimiter,
 }
 
+/// One policy call: (candidate, the pod's record or why it has none, its
+/// metrics).
+type PolicyJob = (
+    usize,
+    Result<policy::WitPodStatus, String>,
+    Vec<(String, f64)>,
+);
+
 /// A pod whose cost is computed this pass.
 struct Candidate<'a> {
     facts: &'a PodFacts,
@@ -196,11 +204,7 @@ impl Controller {
         }
 
         // The policy is synchronous wasm: run the batch off the runtime.
-        let jobs: Vec<(
-            usize,
-            Result<policy::WitPodStatus, String>,
-            Vec<(String, f64)>,
-        )> = computable
+        let jobs: Vec<PolicyJob> = computable
             .into_iter()
             .map(|(i, r)| (i, policy::pod_status(candidates[i].facts, now), r.metrics))
             .collect();
