@@ -477,6 +477,11 @@ fn run_scheduler(a: RunArgs) -> Result<ExitCode> {
         None => anyhow::anyhow!("built-in config: {e}"),
     })?;
     let scheduler = Arc::new(build_scheduler(&a.config, &file, &base, a.seed)?);
+    let deletion_cost = wasmsched::deletion_cost::DeletionCostConfig::from_file(&file, &base)
+        .map_err(|e| match &a.config {
+            Some(p) => anyhow::anyhow!("config {}: {e}", p.display()),
+            None => anyhow::anyhow!("built-in config: {e}"),
+        })?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -486,6 +491,7 @@ fn run_scheduler(a: RunArgs) -> Result<ExitCode> {
         &file,
         &base,
         settings,
+        deletion_cost,
         runtime::Options {
             kubeconfig: a.kubeconfig,
             listen: a.listen,

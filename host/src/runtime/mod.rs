@@ -134,11 +134,15 @@ fn default_identity() -> String {
 }
 
 /// Runs the scheduler until a signal or the loss of the lease.
+///
+/// `deletion_cost`: the deletion-cost controller's configuration, if the
+/// file has a `deletionCost` section; the controller runs on the leader.
 pub async fn run(
     scheduler: Arc<Scheduler>,
     file: &ConfigFile,
     base: &Path,
     settings: RuntimeSettings,
+    deletion_cost: Option<crate::deletion_cost::DeletionCostConfig>,
     opts: Options,
 ) -> anyhow::Result<Ending> {
     let kubeconfig = opts.kubeconfig.clone().or(settings.kubeconfig.clone());
@@ -250,6 +254,26 @@ pub async fn run(
         .with_label_values(&[&lease_name])
         .set(i64::from(!leader_elect));
 
+    // The deletion-cost controller runs while this replica leads.
+    let (controller_stop_tx, controller_stop_rx) = watch::channel(false);
+    let mut deletion_cost = deletion_cost;
+    let mut controller: Option<tokio::task::JoinHandle<anyhow::Result<()>>> = None;
+    let start_controller = |cfg: Option<crate::deletion_cost::DeletionCostConfig>| {
+        cfg.map(|cfg| {
+            let client = client.clone();
+            let mut stop = controller_stop_rx.clone();
+            tokio::spawn(async move {
+                crate::deletion_cost::run_controller(client, cfg, registry, async move {
+                    let _ = stop.wait_for(|s| *s).await;
+                })
+                .await
+            })
+        })
+    };
+    if !leader_elect {
+        controller = start_controller(deletion_cost.take());
+    }
+
     // Wait for a signal or the loss of the lease.
     let mut elector = elector;
     let ending = loop {
@@ -260,6 +284,9 @@ pub async fn run(
                 let now_leading = *leading_rx.borrow();
                 metrics.leader.with_label_values(&[&lease_name]).set(i64::from(now_leading));
                 shared.wake.notify_all();
+                if now_leading && controller.is_none() {
+                    controller = start_controller(deletion_cost.take());
+                }
             }
             r = async { elector.as_mut().expect("guarded").await }, if elector.is_some() => {
                 elector = None;
@@ -281,6 +308,7 @@ pub async fn run(
     // Graceful stop: no new cycles, the bindings in flight finish, then
     // the lease is released so a standby takes over at once.
     tracing::info!(?ending, "stopping");
+    let _ = controller_stop_tx.send(true);
     shared.stopping.store(true, Ordering::Release);
     shared.wake.notify_all();
     let _ = tokio::task::spawn_blocking(move || loop_thread.join()).await;
@@ -290,6 +318,13 @@ pub async fn run(
     let _ = nodes.await;
     let _ = pods.await;
     let _ = recorder.await;
+    if let Some(c) = controller {
+        match c.await {
+            Ok(Err(e)) => tracing::error!(error = %e, "deletion-cost controller failed"),
+            Err(e) => tracing::error!(error = %e, "deletion-cost controller task failed"),
+            Ok(Ok(())) => {}
+        }
+    }
     let _ = shutdown_tx.send(true);
     if let Some(e) = elector {
         let _ = e.await;
