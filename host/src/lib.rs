@@ -7,6 +7,7 @@ pub mod manifest;
 pub mod metrics;
 pub mod model;
 pub mod output;
+pub mod plugin_test;
 pub mod plugins;
 pub mod reload;
 pub mod simulate;

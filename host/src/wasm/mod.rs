@@ -4,7 +4,7 @@
 
 pub mod bindings;
 pub mod cache;
-mod convert;
+pub(crate) mod convert;
 pub mod engine;
 pub mod error;
 pub mod instance;
