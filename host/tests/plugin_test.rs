@@ -168,3 +168,40 @@ fn a_wrong_case_file_is_a_one_line_error() {
     let missing = test_cli(&dir.path().join("nope.yaml"), &[]);
     assert_one_line_error(&missing, &["case file", "nope.yaml"]);
 }
+
+#[test]
+fn deletion_cost_cases_call_deletion_cost() {
+    let text = r#"
+nodes: [{metadata: {name: n}}]
+cases:
+- name: a cost
+  deletionCost:
+    pod: {metadata: {name: web-1, namespace: shop}}
+    ageSeconds: 3600
+    metrics: {cpu: 0.25}
+  expect: {deletionCost: 5}
+- name: no opinion
+  deletionCost: {pod: {metadata: {name: web-2}}}
+  expect: {deletionCost: null}
+"#;
+    let file = CaseFile::parse(text).unwrap();
+    let module = PluginModule::compile(&std::fs::read(gpu_wasm()).unwrap()).unwrap();
+    let report = wasmsched::plugin_test::run(&module, &file, None, Limits::default()).unwrap();
+    let got = "error: the plugin does not export deletion-cost";
+    assert_eq!(
+        report.cases[0].diffs,
+        vec![Diff {
+            what: "deletion-cost".into(),
+            expected: "5".into(),
+            got: got.into(),
+        }]
+    );
+    assert_eq!(report.cases[1].diffs[0].expected, "null (no opinion)");
+    for (bad, needle) in [
+        ("expect: {deletionCost: 1.5}", "expected an integer, null"),
+        ("expect: {score: {n: 1}}", "need a `pod` input"),
+    ] {
+        let err = CaseFile::parse(&text.replace("expect: {deletionCost: 5}", bad)).unwrap_err();
+        assert!(err.to_string().contains(needle), "{err}");
+    }
+}
