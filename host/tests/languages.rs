@@ -11,13 +11,13 @@ mod common;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use common::*;
 use wasmsched::config;
 use wasmsched::plugin_test::{self, CaseFile};
 use wasmsched::simulate::{self, Report};
-use wasmsched::wasm::{self, Limits, PluginModule};
+use wasmsched::wasm::{self, DiskCache, Limits, PluginModule};
 
 const LANGS: [&str; 4] = ["rust", "python", "js", "c"];
 
@@ -45,6 +45,33 @@ fn examples() -> PathBuf {
     repo_root().join("examples/plugins")
 }
 
+/// A precompiled-component cache that outlives the test run: compiling
+/// the Python and JavaScript components takes many seconds in a debug
+/// build, loading them from here milliseconds.
+fn cache_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("example-plugin-cache")
+}
+
+/// The compiled component of `lang`, kept alive for the whole run so that
+/// every later load of the same bytes (the configurations below) finds it
+/// in the process-wide module cache.
+fn module(lang: &str) -> Arc<PluginModule> {
+    static MODULES: OnceLock<BTreeMap<&'static str, Arc<PluginModule>>> = OnceLock::new();
+    let modules = MODULES.get_or_init(|| {
+        let disk = DiskCache::new(&cache_dir()).expect("cache dir");
+        LANGS
+            .iter()
+            .map(|&lang| {
+                let source = wasm::source::read(&component(lang)).unwrap();
+                let (module, _) = PluginModule::compile_with(&source.bytes, Some(&disk))
+                    .unwrap_or_else(|e| panic!("{lang}: compiles: {e}"));
+                (lang, module)
+            })
+            .collect()
+    });
+    modules[lang].clone()
+}
+
 /// Runs `examples/plugins/cluster` through the example configuration's
 /// profile with the component of `lang`; memoized, since the Python and
 /// JavaScript components take seconds to compile.
@@ -54,6 +81,7 @@ fn schedule(lang: &str) -> &'static Report {
         LANGS
             .iter()
             .map(|&lang| {
+                let _compiled = module(lang);
                 let text = std::fs::read_to_string(examples().join("config.yaml")).unwrap();
                 let text = text.replace(
                     "../../target/example-plugins/spot-affinity-rust.wasm",
@@ -102,7 +130,7 @@ fn the_rust_policy_places_pods_by_class() {
     assert_eq!(
         failed.get("shop/web-0").map(String::as_str),
         Some(
-            "invalid label wasmsched.io/workload-class=\"web\": expected batch or latency-critical"
+            "0/6 nodes are available: invalid label wasmsched.io/workload-class=\"web\": expected batch or latency-critical."
         ),
         "{failed:?}"
     );
@@ -151,39 +179,43 @@ fn the_case_file_passes_in_every_language() {
     let text = std::fs::read_to_string(examples().join("spot-affinity.cases.yaml")).unwrap();
     let cases = CaseFile::parse(&text).unwrap_or_else(|e| panic!("case file: {e}"));
     for lang in LANGS {
-        let source = wasm::source::read(&component(lang)).unwrap();
-        let module = PluginModule::compile(&source.bytes)
-            .unwrap_or_else(|e| panic!("{lang}: compiles: {e}"));
-        let report = plugin_test::run(&module, &cases, None, Limits::default())
+        let report = plugin_test::run(&module(lang), &cases, None, Limits::default())
             .unwrap_or_else(|e| panic!("{lang}: starts: {e}"));
         assert!(report.success(), "{lang}:\n{report}");
         assert_eq!(report.passed(), cases.cases.len());
     }
 }
 
-/// Every language's component imports nothing beyond what the contract
-/// allows and refuses args it does not take.
+/// `plugin check` accepts every language's component (imports and
+/// exports), and each refuses args it does not take.
 #[test]
-fn every_language_refuses_args() {
+fn every_language_passes_plugin_check_and_refuses_args() {
+    let cache = cache_dir();
     for lang in LANGS {
+        let _compiled = module(lang); // fills the disk cache the CLI reads
         let file = component(lang);
-        let o = wasmsched(&[
-            "plugin",
-            "check",
-            file.to_str().unwrap(),
-            "--args",
-            r#"{"unexpected": 1}"#,
-        ]);
-        assert_one_line_error(
-            &o,
-            &["init failed", "rejected its args", "spot-affinity args"],
-        );
-        let ok = wasmsched(&["plugin", "check", file.to_str().unwrap()]);
+        let check = |args: &str| {
+            wasmsched(&[
+                "plugin",
+                "check",
+                file.to_str().unwrap(),
+                "--cache-dir",
+                cache.to_str().unwrap(),
+                "--args",
+                args,
+            ])
+        };
+        let ok = check("{}");
         assert!(ok.success, "{lang}: {}", ok.stderr);
         assert!(
             ok.stdout.contains("exports:     lifecycle, filter, score"),
             "{lang}: {}",
             ok.stdout
         );
+        let refused = check(r#"{"unexpected": 1}"#);
+        assert!(!refused.success, "{lang} accepted args it does not take");
+        for needle in ["error: ", "init failed", "rejected its args", "spot-affinity args"] {
+            assert!(refused.stderr.contains(needle), "{lang}: {needle:?} in {}", refused.stderr);
+        }
     }
 }
