@@ -198,7 +198,8 @@ cases:
     );
     assert_eq!(report.cases[1].diffs[0].expected, "null (no opinion)");
     for (bad, needle) in [
-        ("expect: {deletionCost: 1.5}", "expected an integer, null"),
+        ("expect: {deletionCost: 1.5}", "1.5 is not a 32-bit integer"),
+        ("expect: {deletionCost: [1]}", "expected an integer, null"),
         ("expect: {score: {n: 1}}", "need a `pod` input"),
     ] {
         let err = CaseFile::parse(&text.replace("expect: {deletionCost: 5}", bad)).unwrap_err();

@@ -358,7 +358,7 @@ fn case(i: usize, c: RawCase, names: &BTreeMap<String, u32>) -> Result<Case, Cas
             None => {
                 return Err(fail(
                     format!("{at} expect.deletionCost"),
-                    format!("{n} is not a 32-bit integer"),
+                    format!("{n} is not a 32-bit integer (expected an integer, null for no opinion, or \"error: MESSAGE\")"),
                 ))
             }
         },
