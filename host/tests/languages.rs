@@ -58,7 +58,7 @@ fn cache_dir() -> PathBuf {
 fn module(lang: &str) -> Arc<PluginModule> {
     static MODULES: OnceLock<BTreeMap<&'static str, Arc<PluginModule>>> = OnceLock::new();
     let modules = MODULES.get_or_init(|| {
-        let disk = DiskCache::new(&cache_dir()).expect("cache dir");
+        let disk = DiskCache::new(cache_dir()).expect("cache dir");
         LANGS
             .iter()
             .map(|&lang| {
@@ -214,8 +214,17 @@ fn every_language_passes_plugin_check_and_refuses_args() {
         );
         let refused = check(r#"{"unexpected": 1}"#);
         assert!(!refused.success, "{lang} accepted args it does not take");
-        for needle in ["error: ", "init failed", "rejected its args", "spot-affinity args"] {
-            assert!(refused.stderr.contains(needle), "{lang}: {needle:?} in {}", refused.stderr);
+        for needle in [
+            "error: ",
+            "init failed",
+            "rejected its args",
+            "spot-affinity args",
+        ] {
+            assert!(
+                refused.stderr.contains(needle),
+                "{lang}: {needle:?} in {}",
+                refused.stderr
+            );
         }
     }
 }
