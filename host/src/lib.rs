@@ -8,6 +8,7 @@ pub mod manifest;
 pub mod metrics;
 pub mod model;
 pub mod output;
+pub mod plugin_test;
 pub mod plugins;
 pub mod reload;
 pub mod runtime;

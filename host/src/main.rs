@@ -208,6 +208,20 @@ enum PluginCommand {
         #[arg(long, default_value = "200ms", value_parser = humantime::parse_duration)]
         debounce: std::time::Duration,
     },
+    /// Run a plugin's Filter, Score and deletion-cost on the fixture nodes
+    /// and pods of a YAML case file and compare with the expected verdicts
+    /// and scores, printing a diff; exits non-zero when a case fails (see
+    /// docs/writing-plugins.md for the file format).
+    Test {
+        /// The component: `.wasm`, or compressed `.wasm.gz` / `.wasm.zst`.
+        plugin: PathBuf,
+        /// The case file (YAML).
+        #[arg(long)]
+        cases: PathBuf,
+        /// Plugin args as JSON, instead of the case file's `args`.
+        #[arg(long)]
+        args: Option<String>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -279,6 +293,11 @@ fn run(command: Command) -> Result<ExitCode> {
         Command::Plugin(PluginCommand::Watch { config, debounce }) => {
             plugin_watch(config, debounce)
         }
+        Command::Plugin(PluginCommand::Test {
+            plugin,
+            cases,
+            args,
+        }) => wasmsched::plugin_test::run_files(&plugin, &cases, args.as_deref()),
         Command::Plugin(PluginCommand::Check {
             file,
             args,

@@ -203,7 +203,7 @@ fn object_label(kind: &str, obj: &serde_yaml::Value) -> String {
     }
 }
 
-fn decode<T: serde::de::DeserializeOwned>(obj: serde_yaml::Value) -> Result<T, String> {
+pub(crate) fn decode<T: serde::de::DeserializeOwned>(obj: serde_yaml::Value) -> Result<T, String> {
     serde_path_to_error::deserialize(obj).map_err(|e| {
         let path = e.path().to_string();
         format!("{path}: {}", e.into_inner())

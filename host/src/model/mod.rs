@@ -6,6 +6,9 @@
 
 pub mod node;
 pub mod pod;
+// One parser for the scheduler and its plugins: the file lives in the
+// plugin SDK (which plugin authors use) and is compiled here as well.
+#[path = "../../../plugins/sdk/src/quantity.rs"]
 pub mod quantity;
 pub mod resources;
 pub mod selector;

@@ -314,3 +314,21 @@ fn version_compatible(v: &str) -> bool {
     let mm = |s: &str| s.splitn(3, '.').take(2).collect::<Vec<_>>().join(".");
     mm(v) == mm(super::module::CONTRACT_VERSION)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::version_compatible;
+
+    /// `contract-version` must say the host's major.minor: a component
+    /// whose interfaces carry this version but that says another one is
+    /// refused at start (with both versions in the message).
+    #[test]
+    fn same_major_minor_is_compatible() {
+        assert!(version_compatible("0.1.0"));
+        assert!(version_compatible("0.1.7"));
+        assert!(!version_compatible("0.0.9"));
+        assert!(!version_compatible("0.2.0"));
+        assert!(!version_compatible("1.1.0"));
+        assert!(!version_compatible(""));
+    }
+}

@@ -2,103 +2,15 @@
 //! memory), annotations (utilization, NVLink topology) and which GPU
 //! indices the pods placed on it hold, whole or shared by memory.
 
-use std::collections::BTreeSet;
-
 use wasmsched_plugin_sdk::types::{Node, Pod};
 use wasmsched_plugin_sdk::{reject_unresolvable, NodeExt, NodeState, PodExt, Rejection};
 
 use crate::args::Config;
 use crate::*;
 
-/// The largest GPU count the plugin models per node (the per-GPU table is
-/// allocated from it, so an absurd label must not allocate gigabytes).
-pub const MAX_GPUS: u32 = 256;
-
-/// The static GPU description of a node, from its labels.
-#[derive(Debug, Clone, Copy)]
-pub struct NodeGpus<'a> {
-    /// GPUs the node offers: the count label (capped by allocatable
-    /// `nvidia.com/gpu` when the node reports it), else allocatable.
-    pub capacity: u32,
-    pub model: Option<&'a str>,
-    /// Memory per GPU in MiB.
-    pub memory_mib: Option<u64>,
-}
-
-/// A non-negative decimal integer without sign, spaces or units.
-pub fn parse_uint(v: &str) -> Option<u64> {
-    if v.is_empty() || !v.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    v.parse().ok()
-}
-
-fn bad_label(name: &str) -> Rejection {
-    reject_unresolvable(format!("invalid node label {name}"))
-}
-
-/// The first of `names` the node carries, with its value.
-fn first_label<'a>(node: &'a Node, names: [&'static str; 2]) -> Option<(&'static str, &'a str)> {
-    names.iter().find_map(|n| node.label(n).map(|v| (*n, v)))
-}
-
-/// Reads the node's GPU labels (origin `gpu.nvidia.com/*` first, then GPU
-/// Feature Discovery `nvidia.com/gpu.*`). A label that is present but
-/// malformed rejects the node, naming the label.
-pub fn read_labels(node: &Node) -> Result<NodeGpus<'_>, Rejection> {
-    let count = match first_label(node, [LABEL_COUNT, GFD_COUNT]) {
-        None => None,
-        Some((name, v)) => match parse_uint(v) {
-            Some(c) if c <= MAX_GPUS as u64 => Some(c as u32),
-            _ => return Err(bad_label(name)),
-        },
-    };
-    let allocatable = node
-        .allocatable
-        .iter()
-        .find(|r| r.name == GPU_RESOURCE)
-        .map(|r| r.amount.max(0));
-    let capacity = match (count, allocatable) {
-        (Some(c), Some(a)) => c.min(a.min(MAX_GPUS as i64) as u32),
-        (Some(c), None) => c,
-        (None, Some(a)) if a > MAX_GPUS as i64 => {
-            return Err(reject_unresolvable(format!(
-                "unsupported node allocatable {GPU_RESOURCE}"
-            )))
-        }
-        (None, Some(a)) => a as u32,
-        (None, None) => 0,
-    };
-    let model = match first_label(node, [LABEL_MODEL, GFD_PRODUCT]) {
-        None => None,
-        Some((name, v)) if v.trim().is_empty() => return Err(bad_label(name)),
-        Some((_, v)) => Some(v),
-    };
-    let memory_mib = match first_label(node, [LABEL_MEMORY, GFD_MEMORY]) {
-        None => None,
-        Some((name, v)) => Some(parse_uint(v).ok_or_else(|| bad_label(name))?),
-    };
-    Ok(NodeGpus {
-        capacity,
-        model,
-        memory_mib,
-    })
-}
-
-/// A utilization value: a fraction `0..=1` (`0.35`) or a percent
-/// `0%..=100%` (`35%`), rounded to a whole percent.
-pub fn parse_utilization(v: &str) -> Option<u32> {
-    let v = v.trim();
-    let (number, max, scale) = match v.strip_suffix('%') {
-        Some(p) => (p.trim(), 100.0, 1.0),
-        None => (v, 1.0, 100.0),
-    };
-    let x: f64 = number.parse().ok()?;
-    if !x.is_finite() || !(0.0..=max).contains(&x) {
-        return None;
-    }
-    Some(((x * scale).round() as u32).min(100))
-}
+pub use wasmsched_plugin_sdk::gpu::{
+    parse_index_list, parse_uint, parse_utilization, read_labels, topology, NodeGpus, MAX_GPUS,
+};
 
 /// The node's GPU utilization in percent: the annotation, else the metric
 /// (percent, non-finite values ignored, clamped to 0..=100), else `None`.
@@ -116,55 +28,6 @@ pub fn utilization_pct(node: &Node, cfg: &Config) -> Result<Option<u32>, Rejecti
         .metric(&cfg.utilization_metric)
         .filter(|m| m.is_finite())
         .map(|m| m.clamp(0.0, 100.0).round() as u32))
-}
-
-/// A comma-separated list of distinct GPU indices (`0,1`); spaces around
-/// an index are allowed.
-pub fn parse_index_list(v: &str) -> Option<Vec<u32>> {
-    let mut out: Vec<u32> = Vec::new();
-    for part in v.split(',') {
-        let i = parse_uint(part.trim())?;
-        let i = u32::try_from(i).ok()?;
-        if out.contains(&i) {
-            return None;
-        }
-        out.push(i);
-    }
-    Some(out)
-}
-
-/// The node's NVLink/NVSwitch domains from `gpu.nvidia.com/topology`
-/// (`0,1,2,3;4,5,6,7`), restricted to indices below `capacity`; an index
-/// the annotation does not list is a domain of its own. `None` without
-/// the annotation.
-pub fn topology(node: &Node, capacity: u32) -> Result<Option<Vec<Vec<u32>>>, Rejection> {
-    let Some(v) = node.annotation(ANN_TOPOLOGY) else {
-        return Ok(None);
-    };
-    let bad = || reject_unresolvable(format!("invalid node annotation {ANN_TOPOLOGY}"));
-    let mut seen = BTreeSet::new();
-    let mut domains = Vec::new();
-    for part in v.split(';') {
-        let list = parse_index_list(part).ok_or_else(bad)?;
-        for &i in &list {
-            if !seen.insert(i) {
-                return Err(bad());
-            }
-        }
-        let list: Vec<u32> = list.into_iter().filter(|&i| i < capacity).collect();
-        if !list.is_empty() {
-            domains.push(list);
-        }
-    }
-    for i in 0..capacity {
-        if !seen.contains(&i) {
-            domains.push(vec![i]);
-        }
-    }
-    for d in &mut domains {
-        d.sort_unstable();
-    }
-    Ok(Some(domains))
 }
 
 /// What one GPU of a node is doing.

@@ -22,16 +22,13 @@ use wasmsched_plugin_sdk::{
     export_plugin, reject, reject_unresolvable, Cluster, NodeState, Plugin, PodExt, Rejection,
 };
 
-/// The extended resource kubelet's device plugin advertises.
-pub const GPU_RESOURCE: &str = "nvidia.com/gpu";
-/// Node labels of the origin design.
-pub const LABEL_MODEL: &str = "gpu.nvidia.com/model";
-pub const LABEL_MEMORY: &str = "gpu.nvidia.com/memory";
-pub const LABEL_COUNT: &str = "gpu.nvidia.com/count";
-/// NVIDIA GPU Feature Discovery node labels.
-pub const GFD_PRODUCT: &str = "nvidia.com/gpu.product";
-pub const GFD_MEMORY: &str = "nvidia.com/gpu.memory";
-pub const GFD_COUNT: &str = "nvidia.com/gpu.count";
+/// The extended resource and the node labels and annotation the SDK's
+/// [`gpu`](wasmsched_plugin_sdk::gpu) readers understand (origin
+/// `gpu.nvidia.com/*` and GPU Feature Discovery `nvidia.com/gpu.*`).
+pub use wasmsched_plugin_sdk::gpu::{
+    ANN_TOPOLOGY, GFD_COUNT, GFD_MEMORY, GFD_PRODUCT, GPU_RESOURCE, LABEL_COUNT, LABEL_MEMORY,
+    LABEL_MODEL,
+};
 /// Pod annotations.
 pub const ANN_MODEL: &str = "gpu.nvidia.com/model";
 pub const ANN_MEMORY: &str = "gpu.nvidia.com/memory";
@@ -40,7 +37,6 @@ pub const ANN_POLICY: &str = "gpu.nvidia.com/policy";
 pub const ANN_ASSIGNED: &str = "gpu.nvidia.com/assigned-gpus";
 /// Node annotations.
 pub const ANN_UTILIZATION: &str = "gpu.nvidia.com/utilization";
-pub const ANN_TOPOLOGY: &str = "gpu.nvidia.com/topology";
 /// Host-provided node metric (percent, averaged over the node's GPUs).
 pub const METRIC_UTILIZATION: &str = "DCGM_FI_DEV_GPU_UTIL";
 

@@ -21,15 +21,32 @@
 //! ([`Cluster`]), the current cycle's pod and the plugin's per-cycle data,
 //! so `filter` and `score` see whole nodes while the host passes only node
 //! indices across the boundary.
+//!
+//! Helpers for what policies read:
+//! - [`PodExt`] / [`NodeExt`]: labels, annotations, requests, allocatable,
+//!   metrics, zone and region;
+//! - [`quantity`]: Kubernetes quantities (`40Gi`, `500m`), read exactly as
+//!   the scheduler reads requests;
+//! - [`selector`]: label selectors in `kubectl -l` syntax
+//!   (`app=db,tier in (a,b)`), matched against labels;
+//! - [`gpu`] and [`topology`]: a node's GPUs (origin and GPU Feature
+//!   Discovery labels, NVLink domains) and where it is (zone, region);
+//! - [`args`]: typed `pluginConfig` args with errors that name the field.
 
+pub mod args;
 mod bindings;
 pub mod cluster;
+pub mod gpu;
+pub mod quantity;
 pub mod runtime;
+pub mod selector;
+pub mod topology;
 pub mod view;
 
 include!(concat!(env!("OUT_DIR"), "/contract.rs"));
 
 pub use cluster::{Cluster, NodeState};
+pub use selector::{LabelLookup, Selector};
 pub use view::{NodeExt, PodExt};
 
 /// The contract's records (`pod`, `node`, `delta`, `rejection`, ...).

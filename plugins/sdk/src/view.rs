@@ -1,14 +1,11 @@
 //! Read helpers on the contract's records (labels and annotations are
 //! sorted key/value lists).
 
+use crate::selector::{LabelLookup, Selector};
 use crate::types::{Node, Pod, ResourceAmount};
 
 fn lookup<'a>(map: &'a [(String, String)], key: &str) -> Option<&'a str> {
-    match map.binary_search_by(|(k, _)| k.as_str().cmp(key)) {
-        Ok(i) => Some(map[i].1.as_str()),
-        // Hand-built records may not be sorted: fall back to a scan.
-        Err(_) => map.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str()),
-    }
+    map.lookup(key)
 }
 
 fn amount(list: &[ResourceAmount], name: &str) -> i64 {
@@ -26,6 +23,8 @@ pub trait PodExt {
     fn request(&self, resource: &str) -> i64;
     /// Effective limit of `resource` (0 when absent).
     fn limit(&self, resource: &str) -> i64;
+    /// Whether the pod's labels match `selector`.
+    fn matches(&self, selector: &Selector) -> bool;
 }
 
 impl PodExt for Pod {
@@ -41,6 +40,9 @@ impl PodExt for Pod {
     fn limit(&self, resource: &str) -> i64 {
         amount(&self.limits, resource)
     }
+    fn matches(&self, selector: &Selector) -> bool {
+        selector.matches(&self.labels)
+    }
 }
 
 /// Lookups on a node.
@@ -49,6 +51,12 @@ pub trait NodeExt {
     fn annotation(&self, key: &str) -> Option<&str>;
     fn allocatable(&self, resource: &str) -> i64;
     fn metric(&self, name: &str) -> Option<f64>;
+    /// Whether the node's labels match `selector`.
+    fn matches(&self, selector: &Selector) -> bool;
+    /// `topology.kubernetes.io/zone` (or the legacy beta label).
+    fn zone(&self) -> Option<&str>;
+    /// `topology.kubernetes.io/region` (or the legacy beta label).
+    fn region(&self) -> Option<&str>;
 }
 
 impl NodeExt for Node {
@@ -66,5 +74,14 @@ impl NodeExt for Node {
             .iter()
             .find(|(k, _)| k == name)
             .map(|(_, v)| *v)
+    }
+    fn matches(&self, selector: &Selector) -> bool {
+        selector.matches(&self.labels)
+    }
+    fn zone(&self) -> Option<&str> {
+        crate::topology::zone(self)
+    }
+    fn region(&self) -> Option<&str> {
+        crate::topology::region(self)
     }
 }

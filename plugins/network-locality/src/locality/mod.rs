@@ -5,6 +5,11 @@
 
 pub mod annotations;
 pub mod report;
+// The selector grammar lives in the plugin SDK, for every plugin author;
+// it is compiled here from the same file (it uses only `std`) so that this
+// module stays free of the SDK and its wit-bindgen glue for the host,
+// which links it natively.
+#[path = "../../../sdk/src/selector.rs"]
 pub mod selector;
 pub mod topology;
 

@@ -1,5 +1,9 @@
 //! Kubernetes resource quantities (`500m`, `40Gi`, `1e3`).
 //!
+//! The scheduler compiles this same file (`host/src/model/quantity.rs`
+//! includes it), so a plugin reads a quantity in an annotation or arg
+//! exactly as the scheduler reads a request.
+//!
 //! Hand-written rather than taken from `kube_quantity` because the scheduler
 //! needs kube-scheduler's exact integer semantics: milli-values for cpu and
 //! values rounded *up* for everything else (`resource.Quantity.MilliValue`
@@ -110,12 +114,14 @@ fn to_int(p: Parsed, extra10: i32, original: &str) -> Result<i64, QuantityError>
     Ok(if p.negative { -value } else { value })
 }
 
-/// `Quantity.Value()`: the quantity in base units, rounded up.
+/// `Quantity.Value()`: the quantity in base units, rounded up
+/// (`40Gi` -> 42949672960, `100m` -> 1).
 pub fn value(s: &str) -> Result<i64, QuantityError> {
     to_int(parse(s)?, 0, s)
 }
 
-/// `Quantity.MilliValue()`: the quantity in thousandths, rounded up.
+/// `Quantity.MilliValue()`: the quantity in thousandths, rounded up
+/// (`500m` -> 500, `2` -> 2000): what cpu amounts are counted in.
 pub fn milli_value(s: &str) -> Result<i64, QuantityError> {
     to_int(parse(s)?, 3, s)
 }
