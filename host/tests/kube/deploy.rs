@@ -197,6 +197,15 @@ async fn deploy_manifests_are_accepted_and_their_rbac_suffices() {
         },
     )
     .await;
+    for pod in ["fits", "second-profile"] {
+        // Events are written after the binding, asynchronously.
+        wait_until("the Scheduled event", Duration::from_secs(30), || async {
+            !events_for(&client, "rbac", pod, "Scheduled")
+                .await
+                .is_empty()
+        })
+        .await;
+    }
     assert_eq!(
         events_for(&client, "rbac", "fits", "Scheduled").await.len(),
         1

@@ -199,6 +199,11 @@ async fn example_matches_simulate(example: &str, namespaces: &[&str]) {
     );
     for (key, node) in &scheduled {
         let (ns, name) = key.split_once('/').unwrap();
+        // Events are written after the binding, asynchronously.
+        wait_until("the Scheduled event", Duration::from_secs(30), || async {
+            !events_for(&client, ns, name, "Scheduled").await.is_empty()
+        })
+        .await;
         let ev = events_for(&client, ns, name, "Scheduled").await;
         assert_eq!(ev.len(), 1, "{key}: one Scheduled event");
         assert_eq!(
