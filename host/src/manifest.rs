@@ -89,61 +89,44 @@ fn load_file(
         location,
         cause,
     };
-    let text = std::fs::read_to_string(file).map_err(|e| fail(String::new(), e.to_string()))?;
-    for (i, doc) in serde_yaml::Deserializer::from_str(&text).enumerate() {
-        let value = serde_yaml::Value::deserialize(doc).map_err(|e| {
-            fail(
-                format!("document {}: ", i + 1),
-                format!("not valid YAML/JSON: {e}"),
-            )
-        })?;
-        if value.is_null() {
-            continue;
-        }
-        let mut objects = Vec::new();
-        flatten(value, &mut objects).map_err(|c| fail(format!("document {}: ", i + 1), c))?;
-        for (kind, obj) in objects {
-            let label = object_label(&kind, &obj);
-            let at = format!("document {} ({label}): ", i + 1);
-            let here = format!("{name} document {}", i + 1);
-            match kind.as_str() {
-                "Node" => {
-                    let n: k8s::Node = decode(obj).map_err(|c| fail(at.clone(), c))?;
-                    let n = Node::from_k8s(&n).map_err(|e| fail(at.clone(), model_cause(e)))?;
-                    if let Some(prev) = seen_nodes.insert(n.name.clone(), here) {
-                        return Err(fail(
-                            at,
-                            format!("duplicate Node {} (first in {prev})", n.name),
-                        ));
-                    }
-                    out.nodes.push(n);
+    for (doc, kind, obj) in file_objects(file)? {
+        let label = object_label(&kind, &obj);
+        let at = format!("document {doc} ({label}): ");
+        let here = format!("{name} document {doc}");
+        match kind.as_str() {
+            "Node" => {
+                let n: k8s::Node = decode(obj).map_err(|c| fail(at.clone(), c))?;
+                let n = Node::from_k8s(&n).map_err(|e| fail(at.clone(), model_cause(e)))?;
+                if let Some(prev) = seen_nodes.insert(n.name.clone(), here) {
+                    return Err(fail(
+                        at,
+                        format!("duplicate Node {} (first in {prev})", n.name),
+                    ));
                 }
-                "Pod" => {
-                    let p: k8s::Pod = decode(obj).map_err(|c| fail(at.clone(), c))?;
-                    let p = Pod::from_k8s(&p).map_err(|e| fail(at.clone(), model_cause(e)))?;
-                    if let Some(prev) = seen_pods.insert(p.key(), here.clone()) {
-                        return Err(fail(
-                            at,
-                            format!("duplicate Pod {} (first in {prev})", p.key()),
-                        ));
-                    }
-                    // A uid set in the manifest must be unique too: the
-                    // scheduler tracks placed pods by uid.
-                    if p.uid != p.key() {
-                        if let Some(prev) = seen_pods.insert(format!("uid:{}", p.uid), here) {
-                            return Err(fail(
-                                at,
-                                format!(
-                                    "metadata.uid: duplicate uid {:?} (first in {prev})",
-                                    p.uid
-                                ),
-                            ));
-                        }
-                    }
-                    out.pods.push(p);
-                }
-                other => *out.skipped.entry(other.to_string()).or_insert(0) += 1,
+                out.nodes.push(n);
             }
+            "Pod" => {
+                let p: k8s::Pod = decode(obj).map_err(|c| fail(at.clone(), c))?;
+                let p = Pod::from_k8s(&p).map_err(|e| fail(at.clone(), model_cause(e)))?;
+                if let Some(prev) = seen_pods.insert(p.key(), here.clone()) {
+                    return Err(fail(
+                        at,
+                        format!("duplicate Pod {} (first in {prev})", p.key()),
+                    ));
+                }
+                // A uid set in the manifest must be unique too: the
+                // scheduler tracks placed pods by uid.
+                if p.uid != p.key() {
+                    if let Some(prev) = seen_pods.insert(format!("uid:{}", p.uid), here) {
+                        return Err(fail(
+                            at,
+                            format!("metadata.uid: duplicate uid {:?} (first in {prev})", p.uid),
+                        ));
+                    }
+                }
+                out.pods.push(p);
+            }
+            other => *out.skipped.entry(other.to_string()).or_insert(0) += 1,
         }
     }
     Ok(())
@@ -247,35 +230,43 @@ pub fn raw_objects(paths: &[PathBuf]) -> Result<Vec<RawObject>, ManifestError> {
     let mut out = Vec::new();
     for file in files {
         let name = file.display().to_string();
-        let fail = |location: String, cause: String| ManifestError {
-            file: name.clone(),
-            location,
-            cause,
-        };
-        let text =
-            std::fs::read_to_string(&file).map_err(|e| fail(String::new(), e.to_string()))?;
-        for (i, doc) in serde_yaml::Deserializer::from_str(&text).enumerate() {
-            let value = serde_yaml::Value::deserialize(doc).map_err(|e| {
-                fail(
-                    format!("document {}: ", i + 1),
-                    format!("not valid YAML/JSON: {e}"),
-                )
-            })?;
-            if value.is_null() {
-                continue;
-            }
-            let mut objects = Vec::new();
-            flatten(value, &mut objects).map_err(|c| fail(format!("document {}: ", i + 1), c))?;
-            for (kind, obj) in objects {
-                let location = format!("document {} ({}): ", i + 1, object_label(&kind, &obj));
-                out.push(RawObject {
-                    kind,
-                    value: obj,
-                    file: name.clone(),
-                    location,
-                });
-            }
+        for (doc, kind, obj) in file_objects(&file)? {
+            let location = format!("document {doc} ({}): ", object_label(&kind, &obj));
+            out.push(RawObject {
+                kind,
+                value: obj,
+                file: name.clone(),
+                location,
+            });
         }
+    }
+    Ok(out)
+}
+
+/// The objects of one file as (document number from 1, kind, object),
+/// `List`s flattened.
+fn file_objects(file: &Path) -> Result<Vec<(usize, String, serde_yaml::Value)>, ManifestError> {
+    let name = file.display().to_string();
+    let fail = |location: String, cause: String| ManifestError {
+        file: name.clone(),
+        location,
+        cause,
+    };
+    let text = std::fs::read_to_string(file).map_err(|e| fail(String::new(), e.to_string()))?;
+    let mut out = Vec::new();
+    for (i, doc) in serde_yaml::Deserializer::from_str(&text).enumerate() {
+        let value = serde_yaml::Value::deserialize(doc).map_err(|e| {
+            fail(
+                format!("document {}: ", i + 1),
+                format!("not valid YAML/JSON: {e}"),
+            )
+        })?;
+        if value.is_null() {
+            continue;
+        }
+        let mut objects = Vec::new();
+        flatten(value, &mut objects).map_err(|c| fail(format!("document {}: ", i + 1), c))?;
+        out.extend(objects.into_iter().map(|(kind, obj)| (i + 1, kind, obj)));
     }
     Ok(out)
 }
