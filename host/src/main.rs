@@ -29,8 +29,9 @@ enum Command {
     /// Run the scheduler against a Kubernetes API server: watch Nodes and
     /// Pods, schedule the pending pods whose `spec.schedulerName` a profile
     /// serves, bind them, and report events, with leader election and an
-    /// HTTP port for /metrics, /healthz and /readyz. Stops cleanly on
-    /// SIGTERM; exits 1 if the lease is lost.
+    /// HTTP port for /metrics, /healthz and /readyz; with a `deletionCost`
+    /// section, the leader also runs the deletion-cost controller. Stops
+    /// cleanly on SIGTERM; exits 1 if the lease is lost.
     Run(RunArgs),
     /// Plugin tools.
     #[command(subcommand)]
