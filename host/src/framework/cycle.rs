@@ -222,19 +222,26 @@ impl Framework {
                 evaluated_nodes: processed,
                 feasible_nodes: 1,
             }),
-            n => match self.timed_score(profile, &ctx, &mut state, cycle, &feasible) {
-                Ok(totals) => {
-                    let best = self.select(&totals);
-                    Outcome::Scheduled(Placement {
-                        node: feasible[best].name().to_string(),
-                        node_index: feasible[best].index,
-                        score: Some(totals[best]),
-                        evaluated_nodes: processed,
-                        feasible_nodes: n,
-                    })
+            n => {
+                let started = Instant::now();
+                let scored = self.score_nodes(profile, &ctx, &mut state, cycle, &feasible);
+                let status = if scored.is_ok() { "Success" } else { "Error" };
+                self.timings
+                    .extension_point("Score", status, started.elapsed());
+                match scored {
+                    Ok(totals) => {
+                        let best = self.select(&totals);
+                        Outcome::Scheduled(Placement {
+                            node: feasible[best].name().to_string(),
+                            node_index: feasible[best].index,
+                            score: Some(totals[best]),
+                            evaluated_nodes: processed,
+                            feasible_nodes: n,
+                        })
+                    }
+                    Err(e) => Outcome::Error(e),
                 }
-                Err(e) => Outcome::Error(e),
-            },
+            }
         }
     }
 
@@ -366,23 +373,6 @@ impl Framework {
             }
         }
         verdicts
-    }
-
-    /// [`Self::score_nodes`], timed as one extension point.
-    fn timed_score(
-        &self,
-        profile: &Profile,
-        ctx: &CycleContext,
-        state: &mut CycleState,
-        cycle: u64,
-        feasible: &[&NodeInfo],
-    ) -> Result<Vec<i64>, String> {
-        let started = Instant::now();
-        let r = self.score_nodes(profile, ctx, state, cycle, feasible);
-        let status = if r.is_ok() { "Success" } else { "Error" };
-        self.timings
-            .extension_point("Score", status, started.elapsed());
-        r
     }
 
     /// PreScore, Score, NormalizeScore and weights over the feasible
