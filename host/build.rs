@@ -8,13 +8,39 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 const TARGET: &str = "wasm32-wasip2";
-/// (crate name, embedded in the binary)
-const PLUGINS: &[(&str, bool)] = &[
-    ("gpu-topology", true),
-    ("network-locality", true),
-    ("deletion-cost", true),
-    ("chaos", false),
-];
+
+/// Reads the registry's table (`src/framework/registry_table.rs`, the one
+/// place a plugin is named): (kind, plugin name, factory or crate).
+macro_rules! registry {
+    ($($kind:ident $name:literal => $factory:expr, points: [$($point:ident),*], weight: $w:literal, default: $d:literal;)*) => {
+        &[$((stringify!($kind), $name, stringify!($factory))),*]
+    };
+}
+const REGISTRY: &[(&str, &str, &str)] = include!("src/framework/registry_table.rs");
+
+/// Plugin crates built for the tests only (not embedded).
+const TEST_PLUGINS: &[&str] = &["chaos"];
+
+/// (crate name, embedded in the binary): the registry's wasm plugins,
+/// then the test plugins.
+fn plugins() -> Vec<(String, bool)> {
+    let builtin = REGISTRY
+        .iter()
+        .filter(|(kind, _, _)| *kind == "wasm")
+        .map(|(_, _, krate)| (krate.trim_matches('"').to_string(), true));
+    let tests = TEST_PLUGINS.iter().map(|k| (k.to_string(), false));
+    builtin.chain(tests).collect()
+}
+
+/// The contract version from `wit/plugin.wit`'s `package` line, for
+/// `CONTRACT_VERSION` (the one place the version is stated).
+fn contract_version(root: &Path) -> String {
+    let wit = std::fs::read_to_string(root.join("wit/plugin.wit")).expect("reading wit/plugin.wit");
+    wit.lines()
+        .find_map(|l| l.trim().strip_prefix("package wasmsched:plugin@"))
+        .map(|v| v.trim_end_matches(';').trim().to_string())
+        .expect("wit/plugin.wit has a `package wasmsched:plugin@X.Y.Z;` line")
+}
 
 fn main() {
     let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap());
@@ -24,11 +50,17 @@ fn main() {
         println!("cargo:rerun-if-changed={}", root.join(dir).display());
     }
     println!("cargo:rerun-if-env-changed=WASMSCHED_PLUGIN_TARGET_DIR");
+    println!("cargo:rerun-if-changed=src/framework/registry_table.rs");
+    println!(
+        "cargo:rustc-env=WASMSCHED_CONTRACT_VERSION={}",
+        contract_version(&root)
+    );
+    let plugin_list = plugins();
 
     let workspace = std::fs::read_to_string(root.join("Cargo.toml")).unwrap_or_default();
-    let present: Vec<&str> = PLUGINS
+    let present: Vec<&str> = plugin_list
         .iter()
-        .map(|(name, _)| *name)
+        .map(|(name, _)| name.as_str())
         .filter(|name| {
             let dir = root.join("plugins").join(name);
             let member = workspace.contains(&format!("\"plugins/{name}\""))
@@ -85,8 +117,8 @@ fn main() {
 
     let wasm_dir = target_dir.join(TARGET).join("wasm");
     let mut builtin = String::from("/// Built-in plugin components: (crate name, component bytes).\npub const BUILTIN: &[(&str, &[u8])] = &[\n");
-    for (name, embedded) in PLUGINS {
-        if !present.contains(name) {
+    for (name, embedded) in &plugin_list {
+        if !present.contains(&name.as_str()) {
             continue;
         }
         let file = wasm_dir.join(format!("{}.wasm", name.replace('-', "_")));

@@ -9,7 +9,6 @@ pub mod metrics;
 pub mod model;
 pub mod output;
 pub mod plugin_test;
-pub mod plugins;
 pub mod reload;
 pub mod runtime;
 pub mod simulate;

@@ -1,12 +1,13 @@
 //! The `wasmsched` command.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
 
+use wasmsched::framework::Point;
 use wasmsched::{config, manifest, output, simulate, wasm};
 
 /// A Kubernetes scheduler whose policies are WebAssembly components.
@@ -303,97 +304,113 @@ fn run(command: Command) -> Result<ExitCode> {
             file,
             args,
             cache_dir,
-        }) => {
-            let source = wasm::source::read(&file)?;
-            let disk = cache_dir
-                .map(|d| {
-                    wasm::DiskCache::new(&d).with_context(|| format!("cache dir {}", d.display()))
-                })
-                .transpose()?;
-            let (module, report) = wasm::PluginModule::compile_with(&source.bytes, disk.as_ref())
-                .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
-            match source.compression {
-                wasm::source::Compression::None => println!("file:        {}", file.display()),
-                c => println!(
-                    "file:        {} ({}, {} bytes)",
-                    file.display(),
-                    c.as_str(),
-                    source.file_size
-                ),
+        }) => plugin_check(&file, args, cache_dir),
+        Command::Profiles { config: path } => print_profiles(&path),
+    }
+}
+
+/// `plugin check`: loads a component as the scheduler would and starts it.
+fn plugin_check(file: &Path, args: String, cache_dir: Option<PathBuf>) -> Result<ExitCode> {
+    let disk = cache_dir
+        .map(|d| wasm::DiskCache::new(&d).with_context(|| format!("cache dir {}", d.display())))
+        .transpose()?;
+    let loader = wasm::Loader::new(disk);
+    let source = loader.read_file(file)?;
+    let label = file.display().to_string();
+    let (module, report) = loader.compile("check", &label, &source.bytes)?;
+    match source.compression {
+        wasm::source::Compression::None => println!("file:        {}", file.display()),
+        c => println!(
+            "file:        {} ({}, {} bytes)",
+            file.display(),
+            c.as_str(),
+            source.file_size
+        ),
+    }
+    println!("size:        {} bytes", module.size);
+    println!("sha256:      {}", module.digest);
+    let how = match report.origin {
+        wasm::Origin::Disk => "loaded from the disk cache",
+        _ => "compiled",
+    };
+    println!(
+        "compile:     {:.1} ms ({how})",
+        report.elapsed.as_secs_f64() * 1e3
+    );
+    print_cache(&loader, &report);
+    println!("contract:    wasmsched:plugin@{}", wasm::CONTRACT_VERSION);
+    println!("exports:     {}", module.exports);
+    let started = Instant::now();
+    let settings = wasm::WasmSettings {
+        args,
+        limits: wasm::Limits::default(),
+        failure_policy: wasm::FailurePolicy::Fail,
+    };
+    loader
+        .start("check", module, settings, 0, Default::default())
+        .map_err(|e| anyhow::anyhow!("{}: init failed: {e}", file.display()))?;
+    println!(
+        "init:        ok ({:.1} ms)",
+        started.elapsed().as_secs_f64() * 1e3
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `plugin check`'s cache line.
+fn print_cache(loader: &wasm::Loader, report: &wasm::CompileReport) {
+    match (&loader.cache, report.origin) {
+        (None, _) => println!("cache:       off (--cache-dir or WASMSCHED_PLUGIN_CACHE)"),
+        (Some(_), wasm::Origin::Disk) => println!("cache:       hit"),
+        (Some(d), _) => println!(
+            "cache:       miss{}; stored in {}",
+            report
+                .cache_note
+                .as_deref()
+                .map(|n| format!(" ({n})"))
+                .unwrap_or_default(),
+            d.dir().display()
+        ),
+    }
+}
+
+/// `profiles`: each profile's plugins per extension point.
+fn print_profiles(path: &Option<PathBuf>) -> Result<ExitCode> {
+    let (file, base) = load_config(path)?;
+    let scheduler = build_scheduler(path, &file, &base, 0)?;
+    for fw in &scheduler.profiles {
+        let p = fw.profile();
+        println!("profile {}", p.scheduler_name);
+        let names = |v: Vec<&str>| v.join(", ");
+        println!("  filter: {}", names(p.filter.iter().map(|f| f.name()).collect()));
+        println!(
+            "  score:  {}",
+            p.score
+                .iter()
+                .map(|s| format!("{} (weight {})", s.plugin.name(), s.weight))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        for point in [Point::PostFilter, Point::Reserve, Point::Permit, Point::PreBind, Point::Bind] {
+            let at: Vec<&str> = p
+                .members
+                .iter()
+                .map(|m| m.name())
+                .filter(|n| p.points_of(n).contains(&point))
+                .collect();
+            if !at.is_empty() {
+                println!("  {}: {}", point.as_str().to_lowercase(), names(at));
             }
-            println!("size:        {} bytes", module.size);
-            println!("sha256:      {}", module.digest);
-            let how = match report.origin {
-                wasm::Origin::Disk => "loaded from the disk cache",
-                _ => "compiled",
-            };
-            println!(
-                "compile:     {:.1} ms ({how})",
-                report.elapsed.as_secs_f64() * 1e3
-            );
-            match (&disk, report.origin) {
-                (None, _) => println!("cache:       off (--cache-dir or WASMSCHED_PLUGIN_CACHE)"),
-                (Some(_), wasm::Origin::Disk) => println!("cache:       hit"),
-                (Some(d), _) => println!(
-                    "cache:       miss{}; stored in {}",
-                    report
-                        .cache_note
-                        .as_deref()
-                        .map(|n| format!(" ({n})"))
-                        .unwrap_or_default(),
-                    d.dir().display()
-                ),
-            }
-            println!("contract:    wasmsched:plugin@{}", wasm::CONTRACT_VERSION);
-            println!("exports:     {}", module.exports);
-            let started = Instant::now();
-            let settings = wasm::WasmSettings {
-                args,
-                limits: wasm::Limits::default(),
-                failure_policy: wasm::FailurePolicy::Fail,
-            };
-            wasm::WasmPlugin::new("check", module, settings, 0)
-                .map_err(|e| anyhow::anyhow!("{}: init failed: {e}", file.display()))?;
-            println!(
-                "init:        ok ({:.1} ms)",
-                started.elapsed().as_secs_f64() * 1e3
-            );
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Profiles { config: path } => {
-            let (file, base) = load_config(&path)?;
-            let scheduler = build_scheduler(&path, &file, &base, 0)?;
-            for fw in &scheduler.profiles {
-                let p = fw.profile();
-                println!("profile {}", p.scheduler_name);
-                println!(
-                    "  filter: {}",
-                    p.filters
-                        .iter()
-                        .map(|f| f.name().to_string())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                );
-                println!(
-                    "  score:  {}",
-                    p.scores
-                        .iter()
-                        .map(|s| format!("{} (weight {})", s.plugin.name(), s.weight))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                );
-            }
-            for (name, m) in &scheduler.modules {
-                println!(
-                    "wasm plugin {name}: {} bytes, sha256 {}, exports {}",
-                    m.size,
-                    &m.digest[..12],
-                    m.exports
-                );
-            }
-            Ok(ExitCode::SUCCESS)
         }
     }
+    for (name, m) in &scheduler.modules {
+        println!(
+            "wasm plugin {name}: {} bytes, sha256 {}, exports {}",
+            m.size,
+            &m.digest[..12],
+            m.exports
+        );
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn bench(a: BenchArgs) -> Result<ExitCode> {

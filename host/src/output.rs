@@ -2,7 +2,7 @@
 
 use comfy_table::{presets::UTF8_BORDERS_ONLY, Cell, ContentArrangement, Table};
 
-use crate::framework::cycle::FilterVerdict;
+use crate::framework::FilterVerdict;
 use crate::simulate::{ExplainReport, Report};
 
 /// Placements, then each unschedulable pod with its FitError message.
@@ -93,7 +93,7 @@ pub fn explain(e: &ExplainReport) -> String {
     let mut nodes: Vec<_> = e.explanation.nodes.iter().collect();
     // Winner first, then feasible by total, then rejected by name.
     nodes.sort_by(|a, b| {
-        let won = |n: &&crate::framework::cycle::NodeExplanation| Some(&n.node) == e.node.as_ref();
+        let won = |n: &&crate::framework::NodeExplanation| Some(&n.node) == e.node.as_ref();
         won(b)
             .cmp(&won(a))
             .then(b.total.cmp(&a.total))

@@ -1,13 +1,13 @@
 //! `wasmsched simulate`: runs the real scheduling framework over Nodes and
 //! Pods read from manifests, on a virtual clock, and reports placements.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde::Serialize;
 
 use crate::config::Scheduler;
-use crate::framework::queue::SchedulingQueue;
-use crate::framework::{Explanation, Framework, Outcome, Snapshot};
+use crate::framework::{Assumption, Attempt, Cache, Explanation, Framework, Snapshot, WaitEnd};
 use crate::manifest::Manifests;
 use crate::model::Pod;
 
@@ -164,20 +164,47 @@ pub fn run(
     manifests: Manifests,
     opts: &Options,
 ) -> Result<Report, SimulateError> {
-    let mut snapshot = Snapshot::default();
-    for n in manifests.nodes {
-        snapshot.set_node(n);
-    }
-    let mut queue = SchedulingQueue::new();
-    let mut report = Report::default();
-    let profile_for = |pod: &Pod| -> Option<&Framework> {
-        if opts.all_pods {
-            scheduler.profiles.first()
-        } else {
-            scheduler.profile(&pod.scheduler_name)
-        }
+    let mut sim = Simulation {
+        scheduler,
+        opts,
+        cache: Cache::default(),
+        report: Report::default(),
+        now: 0,
+        last_failure: HashMap::new(),
+        failed_at: HashMap::new(),
     };
-    if let Some(key) = &opts.explain {
+    sim.check_explain(&manifests)?;
+    sim.load(manifests);
+    sim.schedule_all();
+    Ok(sim.finish())
+}
+
+/// A simulation in progress, on a virtual clock (milliseconds).
+struct Simulation<'a> {
+    scheduler: &'a Scheduler,
+    opts: &'a Options,
+    cache: Cache,
+    report: Report,
+    now: u64,
+    /// uid -> (last failure message, profile).
+    last_failure: HashMap<String, (String, String)>,
+    /// uid -> the snapshot generation of the pod's last failed attempt.
+    failed_at: HashMap<String, u64>,
+}
+
+impl<'a> Simulation<'a> {
+    fn profile_for(&self, scheduler_name: &str) -> Option<&'a Framework> {
+        if self.opts.all_pods {
+            self.scheduler.profiles.first()
+        } else {
+            self.scheduler.profile(scheduler_name)
+        }
+    }
+
+    fn check_explain(&self, manifests: &Manifests) -> Result<(), SimulateError> {
+        let Some(key) = &self.opts.explain else {
+            return Ok(());
+        };
         let pod = manifests
             .pods
             .iter()
@@ -186,126 +213,191 @@ pub fn run(
         if let Some(n) = &pod.node_name {
             return Err(SimulateError::NotPending(key.clone(), n.clone()));
         }
-        if profile_for(pod).is_none() {
-            return Err(SimulateError::NotServed(
-                key.clone(),
-                pod.scheduler_name.clone(),
-            ));
+        if self.profile_for(&pod.scheduler_name).is_none() {
+            return Err(SimulateError::NotServed(key.clone(), pod.scheduler_name.clone()));
         }
+        Ok(())
     }
-    for pod in manifests.pods {
-        if matches!(pod.phase.as_str(), "Succeeded" | "Failed") {
-            continue;
+
+    /// Nodes, bound pods and the pending pods a profile serves, into the
+    /// cache as the watches would deliver them.
+    fn load(&mut self, manifests: Manifests) {
+        for n in manifests.nodes {
+            self.cache.node_applied(n, 0);
         }
-        match &pod.node_name {
-            Some(node) => match snapshot.index_of(node) {
-                Some(i) => {
-                    snapshot.add_pod(i, Arc::new(pod));
+        for pod in manifests.pods {
+            if matches!(pod.phase.as_str(), "Succeeded" | "Failed") {
+                continue;
+            }
+            if let Some(node) = &pod.node_name {
+                if self.cache.snapshot.index_of(node).is_none() {
+                    tracing::warn!(pod = %pod.key(), %node, "pod is bound to a node not in the manifests; ignored");
+                    continue;
                 }
-                None => {
-                    tracing::warn!(pod = %pod.key(), %node, "pod is bound to a node not in the manifests; ignored")
-                }
-            },
-            None if profile_for(&pod).is_some() => queue.add(Arc::new(pod)),
-            None => report.ignored += 1,
+            } else if self.profile_for(&pod.scheduler_name).is_none() {
+                self.report.ignored += 1;
+                continue;
+            }
+            let all = self.opts.all_pods;
+            let sched = self.scheduler;
+            self.cache
+                .pod_applied(pod, false, |n| all || sched.profile(n).is_some(), 0);
         }
     }
 
-    // Virtual clock: when only backing-off pods remain, jump to the end of
-    // the earliest backoff.
-    let mut now = 0u64;
-    let mut last_failure: std::collections::HashMap<String, (String, String)> = Default::default();
-    loop {
-        let Some(pod) = queue.pop(now) else {
-            match queue.next_backoff_ready() {
-                Some(t) => {
-                    now = now.max(t);
-                    continue;
+    /// Attempts pods until none can make progress.
+    fn schedule_all(&mut self) {
+        loop {
+            self.end_waits();
+            let Some(pod) = self.cache.pop(self.now) else {
+                match self.next_event() {
+                    Some(t) => {
+                        self.now = self.now.max(t);
+                        continue;
+                    }
+                    None => break,
                 }
-                None => break,
-            }
-        };
-        let fw = profile_for(&pod).expect("queued pods have a profile");
-        let profile = fw.scheduler_name().to_string();
-        // Every attempt is explained; the last one (where the pod went, or its
-        // final failure) is what the report keeps.
-        let explaining = opts.explain.as_deref() == Some(pod.key().as_str());
-        let explanation = explaining.then(|| fw.explain(&pod, &snapshot));
-        let outcome = fw.schedule(&pod, &snapshot);
+            };
+            self.attempt(pod);
+        }
+    }
+
+    /// When something can change next: a backoff ends for a pod that may
+    /// now fare differently (the cluster changed since its failure), or a
+    /// Permit wait ends. `None`: nothing can.
+    fn next_event(&self) -> Option<u64> {
+        let generation = self.cache.snapshot.generation();
+        let backoff = self
+            .cache
+            .queue
+            .backoff_pods()
+            .filter(|(uid, _)| self.failed_at.get(*uid) != Some(&generation))
+            .map(|(_, t)| t)
+            .min();
+        let waits = self
+            .scheduler
+            .profiles
+            .iter()
+            .filter_map(|fw| fw.waiting.next_deadline())
+            .min();
+        backoff.into_iter().chain(waits).min()
+    }
+
+    fn attempt(&mut self, pod: Arc<Pod>) {
+        let fw = self
+            .profile_for(&pod.scheduler_name)
+            .expect("queued pods have a profile");
+        // Every attempt is explained; the last one (where the pod went, or
+        // its final failure) is what the report keeps.
+        let explaining = self.opts.explain.as_deref() == Some(pod.key().as_str());
+        let mut explanation = explaining.then(Explanation::default);
+        let attempt = fw.schedule_pod(pod.clone(), &mut self.cache, self.now, explanation.as_mut());
         if let Some(explanation) = explanation {
-            report.explain = Some(ExplainReport {
+            let node = match &attempt {
+                Attempt::Bind(a) => Some(a.placement.node.clone()),
+                _ => None,
+            };
+            self.report.explain = Some(ExplainReport {
                 namespace: pod.namespace.clone(),
                 pod: pod.name.clone(),
-                profile: profile.clone(),
-                node: match &outcome {
-                    Outcome::Scheduled(p) => Some(p.node.clone()),
-                    _ => None,
-                },
+                profile: fw.scheduler_name().to_string(),
+                node,
                 explanation,
             });
         }
-        match outcome {
-            Outcome::Scheduled(placement) => {
-                let mut bound = (*pod).clone();
-                bound.node_name = Some(placement.node.clone());
-                snapshot.add_pod(placement.node_index, Arc::new(bound));
-                snapshot.compact_log();
-                queue.done(&pod.uid);
-                last_failure.remove(&pod.uid);
-                report.scheduled.push(ScheduledPod {
-                    namespace: pod.namespace.clone(),
-                    pod: pod.name.clone(),
-                    node: placement.node,
-                    score: placement.score,
-                    profile,
-                });
-                queue.on_cluster_event(now);
-            }
-            Outcome::Unschedulable(fit) => {
-                last_failure.insert(pod.uid.clone(), (fit.message(), profile));
-                queue.add_unschedulable(pod);
-            }
-            Outcome::Error(msg) => {
-                last_failure.insert(pod.uid.clone(), (format!("error: {msg}"), profile));
-                queue.add_unschedulable(pod);
-            }
+        let profile = fw.scheduler_name().to_string();
+        match attempt {
+            Attempt::Bind(a) => self.bind(fw, a),
+            Attempt::Waiting { .. } => {}
+            Attempt::Unschedulable { pod, fit, .. } => self.failed(&pod, fit.message(), profile),
+            Attempt::Error { pod, message } => self.failed(&pod, format!("error: {message}"), profile),
         }
     }
-    let mut left: Vec<&Arc<Pod>> = queue.unschedulable_pods().collect();
-    left.sort_by(|a, b| {
-        b.priority
-            .cmp(&a.priority)
-            .then(a.creation_ms.cmp(&b.creation_ms))
-            .then(a.key().cmp(&b.key()))
-    });
-    for pod in left {
-        let (message, profile) = last_failure.get(&pod.uid).cloned().unwrap_or_default();
-        report.unschedulable.push(UnschedulablePod {
-            namespace: pod.namespace.clone(),
-            pod: pod.name.clone(),
-            message,
-            profile,
+
+    fn failed(&mut self, pod: &Pod, message: String, profile: String) {
+        self.failed_at
+            .insert(pod.uid.clone(), self.cache.snapshot.generation());
+        self.last_failure.insert(pod.uid.clone(), (message, profile));
+    }
+
+    /// The binding cycle, simulated: PreBind output is already on the
+    /// assumed pod; the binding is confirmed as the watch would.
+    fn bind(&mut self, fw: &Framework, a: Box<Assumption>) {
+        let uid = a.pod.uid.clone();
+        self.cache.finish_binding(&uid, self.now);
+        self.cache
+            .pod_applied((*a.pod).clone(), false, |_| true, self.now);
+        self.cache.snapshot.compact_log();
+        fw.bound(&a);
+        self.last_failure.remove(&uid);
+        self.report.scheduled.push(ScheduledPod {
+            namespace: a.pod.namespace.clone(),
+            pod: a.pod.name.clone(),
+            node: a.placement.node.clone(),
+            score: a.placement.score,
+            profile: fw.scheduler_name().to_string(),
         });
     }
-    for fw in &scheduler.profiles {
-        for w in fw.profile().wasm_plugins() {
-            let failures = w.stats.failures();
-            let skips = w.stats.skips.load(std::sync::atomic::Ordering::Relaxed);
-            if !failures.is_empty() || skips > 0 {
-                report.plugin_health.push(PluginHealth {
-                    profile: fw.scheduler_name().to_string(),
-                    plugin: w.name.clone(),
-                    failures,
-                    skips,
-                    instances: w
-                        .stats
-                        .instances_created
-                        .load(std::sync::atomic::Ordering::Relaxed),
-                    last_failure: w.stats.last_failure.lock().clone(),
-                });
+
+    /// Pods whose Permit wait ended: bound, or unreserved.
+    fn end_waits(&mut self) {
+        for fw in &self.scheduler.profiles {
+            for (a, end) in fw.waiting.take_decided(self.now) {
+                match end {
+                    WaitEnd::Allowed => self.bind(fw, a),
+                    WaitEnd::Rejected(reason) => {
+                        fw.unassume(&a, &mut self.cache, self.now, true);
+                        let profile = fw.scheduler_name().to_string();
+                        self.failed(&a.pod, reason, profile);
+                    }
+                }
             }
         }
     }
-    report.traffic = traffic(&snapshot);
-    Ok(report)
+
+    /// The report: pods left unscheduled with their last failure, plugin
+    /// health, traffic.
+    fn finish(mut self) -> Report {
+        let mut left: Vec<&Arc<Pod>> = self.cache.queue.pods().collect();
+        left.sort_by(|a, b| {
+            b.priority
+                .cmp(&a.priority)
+                .then(a.creation_ms.cmp(&b.creation_ms))
+                .then(a.key().cmp(&b.key()))
+        });
+        for pod in left {
+            let (message, profile) = self.last_failure.get(&pod.uid).cloned().unwrap_or_default();
+            self.report.unschedulable.push(UnschedulablePod {
+                namespace: pod.namespace.clone(),
+                pod: pod.name.clone(),
+                message,
+                profile,
+            });
+        }
+        self.report.plugin_health = plugin_health(self.scheduler);
+        self.report.traffic = traffic(&self.cache.snapshot);
+        self.report
+    }
+}
+
+/// Plugins that failed or were skipped during the run.
+fn plugin_health(scheduler: &Scheduler) -> Vec<PluginHealth> {
+    let mut out = Vec::new();
+    for fw in &scheduler.profiles {
+        for p in &fw.profile().members {
+            let Some(h) = p.health() else { continue };
+            if h.failures.is_empty() && h.skips == 0 {
+                continue;
+            }
+            out.push(PluginHealth {
+                profile: fw.scheduler_name().to_string(),
+                plugin: p.name().to_string(),
+                failures: h.failures,
+                skips: h.skips,
+                instances: h.instances,
+                last_failure: h.last_failure,
+            });
+        }
+    }
+    out
 }

@@ -370,7 +370,7 @@ fn plugin_check_of_chaos() {
         fields["exports"],
         "lifecycle, filter, score, normalize-score"
     );
-    assert_eq!(fields["contract"], "wasmsched:plugin@0.1.0");
+    assert_eq!(fields["contract"], format!("wasmsched:plugin@{}", wasmsched::wasm::CONTRACT_VERSION));
     let size = std::fs::metadata(chaos_wasm()).unwrap().len();
     assert_eq!(fields["size"], format!("{size} bytes"));
     assert_eq!(fields["sha256"].len(), 64);
@@ -412,17 +412,18 @@ fn profiles_lists_the_built_in_gpu_scheduler() {
          PodTopologySpread (weight 2), InterPodAffinity (weight 2), NodeResourcesBalancedAllocation (weight 1), \
          GpuTopology (weight 3), NetworkLocality (weight 2)"
     );
+    assert_eq!(lines[3], "  bind: DefaultBinder");
     assert!(
-        lines[3].starts_with("wasm plugin GpuTopology: "),
+        lines[4].starts_with("wasm plugin GpuTopology: "),
         "{}",
         o.stdout
     );
     assert!(
-        lines[4].starts_with("wasm plugin NetworkLocality: "),
+        lines[5].starts_with("wasm plugin NetworkLocality: "),
         "{}",
         o.stdout
     );
-    assert_eq!(lines.len(), 5, "{}", o.stdout);
+    assert_eq!(lines.len(), 6, "{}", o.stdout);
 }
 
 #[test]
@@ -434,7 +435,7 @@ fn profiles_of_a_configuration_file() {
         "profile gpu-scheduler\n  filter: NodeUnschedulable, NodeName, TaintToleration, NodeAffinity, NodePorts, \
          NodeResourcesFit, PodTopologySpread, InterPodAffinity\n  score:  TaintToleration (weight 3), \
          NodeAffinity (weight 2), NodeResourcesFit (weight 1), PodTopologySpread (weight 2), \
-         InterPodAffinity (weight 2), NodeResourcesBalancedAllocation (weight 1)\n"
+         InterPodAffinity (weight 2), NodeResourcesBalancedAllocation (weight 1)\n  bind: DefaultBinder\n"
     );
 }
 

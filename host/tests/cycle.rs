@@ -606,7 +606,7 @@ fn two_profiles_route_pods_by_scheduler_name() {
     let names: Vec<&str> = s.profiles.iter().map(|f| f.scheduler_name()).collect();
     assert_eq!(names, ["strict", "fit-only"]);
     let profile = s.profile("fit-only").unwrap().profile();
-    let filters: Vec<&str> = profile.filters.iter().map(|f| f.name()).collect();
+    let filters: Vec<&str> = profile.filter.iter().map(|f| f.name()).collect();
     assert_eq!(filters, ["NodeResourcesFit"]);
 
     let nodes = vec![

@@ -90,13 +90,13 @@ fn example_config_builds_two_profiles() {
     let default = s.profile("default-scheduler").unwrap();
     assert!(default
         .profile()
-        .filters
+        .filter
         .iter()
         .all(|f| f.name() != "GpuTopology"));
     let gpu = s.profile("gpu-scheduler").unwrap();
     let w = gpu
         .profile()
-        .scores
+        .score
         .iter()
         .find(|s| s.plugin.name() == "GpuTopology")
         .unwrap()

@@ -114,13 +114,13 @@ fn fragmentation_example_jobs_placed_per_policy() {
             // Only GpuTopology's score tells the nodes apart: the two
             // resource scores are off, NodeResourcesFit still filters.
             let p = s.profile("gpu-scheduler").unwrap().profile();
-            let scores: Vec<&str> = p.scores.iter().map(|s| s.plugin.name()).collect();
+            let scores: Vec<&str> = p.score.iter().map(|s| s.plugin.name()).collect();
             assert!(scores.contains(&"GpuTopology"), "{policy}: {scores:?}");
             for off in ["NodeResourcesFit", "NodeResourcesBalancedAllocation"] {
                 assert!(!scores.contains(&off), "{policy}: {scores:?}");
             }
             assert!(
-                p.filters.iter().any(|f| f.name() == "NodeResourcesFit"),
+                p.filter.iter().any(|f| f.name() == "NodeResourcesFit"),
                 "{policy}"
             );
             got.insert(policy, fragmentation(&simulate_with(&s, FRAG)));

@@ -355,7 +355,7 @@ fn configmap_data_symlink_swap_while_scheduling() {
 }
 
 /// A component of another contract version (its lifecycle interface is
-/// `wasmsched:plugin/lifecycle@0.2.0`).
+/// `wasmsched:plugin/lifecycle@0.9.0`).
 fn wrong_contract() -> Vec<u8> {
     wat::parse_str(
         r#"(component
@@ -363,7 +363,7 @@ fn wrong_contract() -> Vec<u8> {
   (core instance $i (instantiate $m))
   (func $v (result u32) (canon lift (core func $i "v")))
   (instance $lc (export "contract-version" (func $v)))
-  (export "wasmsched:plugin/lifecycle@0.2.0" (instance $lc))
+  (export "wasmsched:plugin/lifecycle@0.9.0" (instance $lc))
 )"#,
     )
     .unwrap()
@@ -405,7 +405,7 @@ fn bad_versions_are_rejected_and_the_old_policy_keeps_working() {
             "wrong contract",
             wrong_contract(),
             Stage::Compile,
-            "was built against contract wasmsched:plugin@0.2.0, this host implements wasmsched:plugin@0.1.0",
+            "was built against contract wasmsched:plugin@0.9.0, this host implements wasmsched:plugin@0.2.0",
         ),
         (
             "empty component",
@@ -704,7 +704,7 @@ fn plugin_check_reads_compressed_files_and_reports_the_cache() {
     assert!(!o.success);
     assert!(
         o.stderr
-            .contains("was built against contract wasmsched:plugin@0.2.0"),
+            .contains("was built against contract wasmsched:plugin@0.9.0"),
         "{}",
         o.stderr
     );

@@ -1,5 +1,7 @@
 //! Embeds the WIT contract into a macro so that plugin crates can generate
-//! their own world's export glue without a path to the `wit/` folder.
+//! their own world's export glue without a path to the `wit/` folder, and
+//! reads the contract's version from its `package` line (the one place the
+//! version is stated).
 
 use std::{env, fs, path::PathBuf};
 
@@ -8,14 +10,25 @@ fn main() {
     let wit = manifest.join("../../wit/plugin.wit");
     println!("cargo:rerun-if-changed={}", wit.display());
     let text = fs::read_to_string(&wit).expect("reading wit/plugin.wit");
-    let out = PathBuf::from(env::var("OUT_DIR").unwrap()).join("contract.rs");
+    let version = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("package wasmsched:plugin@"))
+        .map(|v| v.trim_end_matches(';').trim().to_string())
+        .expect("wit/plugin.wit has a `package wasmsched:plugin@X.Y.Z;` line");
+    let out = PathBuf::from(env::var("OUT_DIR").unwrap());
     let code = format!(
         "/// The WIT contract this SDK implements, verbatim.\npub const CONTRACT_WIT: &str = r####\"{text}\"####;\n\n\
+         /// The contract version this SDK implements.\npub const CONTRACT_VERSION: &str = \"{version}\";\n\n\
          #[doc(hidden)]\n#[macro_export]\nmacro_rules! __generate_world {{\n    ($world:literal) => {{\n        \
          ::wasmsched_plugin_sdk::__wit_bindgen::generate!({{\n            inline: r####\"{text}\"####,\n            world: $world,\n            \
          runtime_path: \"::wasmsched_plugin_sdk::__wit_bindgen::rt\",\n            with: {{\n                \
-         \"wasmsched:plugin/types@0.1.0\": ::wasmsched_plugin_sdk::types,\n                \
-         \"wasmsched:plugin/host@0.1.0\": ::wasmsched_plugin_sdk::__host,\n            }},\n        }});\n    }};\n}}\n"
+         \"wasmsched:plugin/types@{version}\": ::wasmsched_plugin_sdk::types,\n                \
+         \"wasmsched:plugin/host@{version}\": ::wasmsched_plugin_sdk::__host,\n            }},\n        }});\n    }};\n}}\n"
     );
-    fs::write(out, code).expect("writing contract.rs");
+    fs::write(out.join("contract.rs"), code).expect("writing contract.rs");
+    let bindings = format!(
+        "wit_bindgen::generate!({{\n    inline: \"package wasmsched:sdk; world imports {{ import wasmsched:plugin/host@{version}; import wasmsched:plugin/types@{version}; }}\",\n    \
+         path: \"../../wit\",\n    world: \"wasmsched:sdk/imports\",\n    generate_unused_types: true,\n    generate_all,\n}});\n"
+    );
+    fs::write(out.join("bindings.rs"), bindings).expect("writing bindings.rs");
 }

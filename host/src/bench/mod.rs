@@ -54,9 +54,11 @@ fn config_for(scenario: Scenario, workers: usize) -> ConfigFile {
     if scenario != Scenario::Wasm {
         profile.plugins.multi_point = Some(file::PluginSet {
             enabled: vec![],
-            disabled: config::BUILTIN_WASM
-                .iter()
-                .map(|(name, _, _)| file::PluginRef {
+            disabled: crate::framework::registry::builtin_wasm()
+                .filter(|(name, _)| {
+                    crate::framework::registry::lookup(name).is_some_and(|r| r.default)
+                })
+                .map(|(name, _)| file::PluginRef {
                     name: name.to_string(),
                     weight: None,
                 })

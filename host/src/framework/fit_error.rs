@@ -15,6 +15,9 @@ pub struct FitError {
     /// A reason that applies to the pod as a whole (PreFilter rejection,
     /// a plugin refusing the pod), replacing the per-node counts.
     pub pod_reason: Option<String>,
+    /// What PostFilter said when it found no way (upstream appends it,
+    /// for example `preemption: 0/5 nodes are available: ...`).
+    pub post_filter: Vec<String>,
 }
 
 impl FitError {
@@ -44,6 +47,10 @@ impl FitError {
                 )
             }
         };
+        for extra in &self.post_filter {
+            msg.push(' ');
+            msg.push_str(extra);
+        }
         if msg.len() > MAX_MESSAGE {
             let mut cut = MAX_MESSAGE - 4;
             while !msg.is_char_boundary(cut) {

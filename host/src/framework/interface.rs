@@ -1,11 +1,15 @@
-//! The extension points native plugins implement, in the scheduling
-//! framework's vocabulary.
+//! The extension points, in kube-scheduler's vocabulary. The framework
+//! knows plugins only through these traits: a native core plugin and a
+//! wasm component (through its adapter in `wasm/`) look the same here.
 
-use std::any::Any;
-use std::collections::HashMap;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
 
 use crate::model::Pod;
 
+use super::cycle_state::CycleState;
+use super::fit_error::FitError;
 use super::node_info::{NodeInfo, Snapshot};
 
 /// Why a node does not fit (one plugin's Filter verdict). A node can fail
@@ -39,84 +43,291 @@ impl Rejection {
 #[error("{0}")]
 pub struct PluginError(pub String);
 
-/// Per-cycle scratch space, keyed by plugin name (upstream CycleState).
-/// PreFilter/PreScore write, Filter/Score read (possibly in parallel).
-#[derive(Default)]
-pub struct CycleState {
-    data: HashMap<&'static str, Box<dyn Any + Send + Sync>>,
+/// Whether an extension point matters for this pod (upstream's Skip
+/// status from PreFilter, PreScore and Score).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    Run,
+    /// A skipped Filter passes every node; a skipped Score counts for
+    /// nothing.
+    Skip,
 }
 
-impl CycleState {
-    pub fn write<T: Any + Send + Sync>(&mut self, key: &'static str, value: T) {
-        self.data.insert(key, Box::new(value));
-    }
-
-    pub fn read<T: Any + Send + Sync>(&self, key: &'static str) -> Option<&T> {
-        self.data.get(key).and_then(|b| b.downcast_ref())
-    }
-
-    pub fn read_mut<T: Any + Send + Sync>(&mut self, key: &'static str) -> Option<&mut T> {
-        self.data.get_mut(key).and_then(|b| b.downcast_mut())
-    }
-}
-
-/// What every extension point receives about the cycle.
+/// What every extension point of the scheduling cycle receives.
 pub struct CycleContext<'a> {
     pub pod: &'a Pod,
     pub snapshot: &'a Snapshot,
+    /// Identifies the cycle (stable for its duration, unique per process).
+    pub cycle: u64,
 }
 
-/// The PreFilter and Filter extension points.
-pub trait FilterPlugin: Send + Sync {
-    fn name(&self) -> &'static str;
+/// What a plugin that can fail by itself (a wasm component) reports about
+/// its failures.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PluginHealth {
+    /// Failures by kind (`timeout`, `memory`, `trap`, ...).
+    pub failures: BTreeMap<&'static str, u64>,
+    /// Pods for which the plugin was skipped (`failurePolicy: Ignore`).
+    pub skips: u64,
+    /// Instances started, the first included (each failure replaces one).
+    pub instances: u64,
+    /// The most recent failure, with its cause.
+    pub last_failure: Option<String>,
+}
 
-    /// PreFilter: computes what Filter needs once per cycle. A rejection
-    /// here rejects every node with that reason.
-    fn pre_filter(&self, _ctx: &CycleContext, _state: &mut CycleState) -> Result<(), Rejection> {
+/// Every plugin has a name.
+pub trait Plugin: Send + Sync {
+    fn name(&self) -> &str;
+
+    /// Its failure counters, when it keeps any.
+    fn health(&self) -> Option<PluginHealth> {
+        None
+    }
+}
+
+/// PreFilter, with upstream's PreFilterExtensions.
+pub trait PreFilterPlugin: Plugin {
+    /// Computes what Filter needs once per cycle. A rejection rejects every
+    /// node with its reason; `Skip` makes this plugin's Filter pass every
+    /// node in this cycle.
+    fn pre_filter(&self, ctx: &CycleContext, state: &mut CycleState) -> Result<Decision, Rejection>;
+
+    /// AddPod: `pod` is placed on `node` in a what-if evaluation
+    /// (preemption's reprieve, nominated pods); update `state` to match.
+    fn add_pod(
+        &self,
+        _ctx: &CycleContext,
+        _state: &mut CycleState,
+        _pod: &Arc<Pod>,
+        _node: &NodeInfo,
+    ) -> Result<(), PluginError> {
         Ok(())
     }
 
-    /// Filter: whether the pod fits `node`. Called in parallel.
-    fn filter(
+    /// RemovePod: `pod` leaves `node` in a what-if evaluation (preemption's
+    /// victims).
+    fn remove_pod(
+        &self,
+        _ctx: &CycleContext,
+        _state: &mut CycleState,
+        _pod: &Arc<Pod>,
+        _node: &NodeInfo,
+    ) -> Result<(), PluginError> {
+        Ok(())
+    }
+}
+
+/// Filter: whether the pod fits a node. Called in parallel, on batches.
+pub trait FilterPlugin: Plugin {
+    fn filter(&self, ctx: &CycleContext, state: &CycleState, node: &NodeInfo)
+        -> Result<(), Rejection>;
+
+    /// Filters a batch: `out[i]` becomes the verdict on `nodes[i]` (`None`:
+    /// fits). The default filters node by node.
+    fn filter_batch(
+        &self,
+        ctx: &CycleContext,
+        state: &CycleState,
+        nodes: &[&NodeInfo],
+        out: &mut [Option<Rejection>],
+    ) {
+        for (node, verdict) in nodes.iter().zip(out) {
+            *verdict = self.filter(ctx, state, node).err();
+        }
+    }
+}
+
+/// Runs the profile's PreFilter extensions and Filter plugins on one
+/// node, as a PostFilter plugin needs for its what-if evaluations.
+pub trait FilterRunner {
+    /// All Filter plugins on `node` (which may be a modified copy), with
+    /// `state` (which the caller may have changed through
+    /// [`FilterRunner::add_pod`] / [`FilterRunner::remove_pod`]).
+    fn run_filters(
         &self,
         ctx: &CycleContext,
         state: &CycleState,
         node: &NodeInfo,
     ) -> Result<(), Rejection>;
+    /// Every PreFilter plugin's AddPod.
+    fn add_pod(
+        &self,
+        ctx: &CycleContext,
+        state: &mut CycleState,
+        pod: &Arc<Pod>,
+        node: &NodeInfo,
+    ) -> Result<(), PluginError>;
+    /// Every PreFilter plugin's RemovePod.
+    fn remove_pod(
+        &self,
+        ctx: &CycleContext,
+        state: &mut CycleState,
+        pod: &Arc<Pod>,
+        node: &NodeInfo,
+    ) -> Result<(), PluginError>;
 }
 
-/// The PreScore, Score and NormalizeScore extension points.
-pub trait ScorePlugin: Send + Sync {
-    fn name(&self) -> &'static str;
+/// The per-node verdicts of a failed Filter phase, for PostFilter.
+pub struct Filtered<'a> {
+    pub fit: &'a FitError,
+    /// Nodes that no eviction can make fit (UnschedulableAndUnresolvable).
+    pub unresolvable: &'a [u32],
+}
 
-    /// PreScore: computes what Score needs, given the feasible nodes.
-    fn pre_score(
-        &self,
-        _ctx: &CycleContext,
-        _state: &mut CycleState,
-        _feasible: &[&NodeInfo],
-    ) -> Result<(), PluginError> {
-        Ok(())
-    }
+/// A nomination: the pod should go to `node` once `victims` are gone.
+#[derive(Debug, Clone)]
+pub struct Nomination {
+    pub node: String,
+    pub node_index: u32,
+    pub victims: Vec<Arc<Pod>>,
+}
 
-    /// Score: the pod on `node`, raw.
-    fn score(
+/// What PostFilter did.
+#[derive(Debug, Clone)]
+pub enum PostFilterResult {
+    /// The plugin found a way: evict the victims, nominate the node.
+    Nominated(Nomination),
+    /// It found none; the message is added to the FitError (upstream's
+    /// "preemption: ..." suffix).
+    Unschedulable(String),
+}
+
+/// PostFilter: runs when no node passed Filter (preemption).
+pub trait PostFilterPlugin: Plugin {
+    fn post_filter(
         &self,
         ctx: &CycleContext,
         state: &CycleState,
-        node: &NodeInfo,
-    ) -> Result<i64, PluginError>;
+        filtered: &Filtered,
+        runner: &dyn FilterRunner,
+    ) -> Result<PostFilterResult, PluginError>;
+}
 
-    /// NormalizeScore: maps the raw scores (same order as `feasible` was
-    /// given to PreScore) into 0..=100. The default keeps them as they are.
+/// PreScore: computes what Score needs, given the feasible nodes.
+pub trait PreScorePlugin: Plugin {
+    fn pre_score(
+        &self,
+        ctx: &CycleContext,
+        state: &mut CycleState,
+        feasible: &[&NodeInfo],
+    ) -> Result<Decision, PluginError>;
+}
+
+/// Score and NormalizeScore.
+pub trait ScorePlugin: Plugin {
+    /// The pod on `node`, raw.
+    fn score(&self, ctx: &CycleContext, state: &CycleState, node: &NodeInfo)
+        -> Result<i64, PluginError>;
+
+    /// Scores a batch into `out` (same order as `nodes`). `Skip`: the
+    /// plugin counts for nothing in this cycle. Called in parallel on
+    /// chunks of the feasible nodes. The default scores node by node.
+    fn score_batch(
+        &self,
+        ctx: &CycleContext,
+        state: &CycleState,
+        nodes: &[&NodeInfo],
+        out: &mut [i64],
+    ) -> Result<Decision, PluginError> {
+        for (node, score) in nodes.iter().zip(out) {
+            *score = self.score(ctx, state, node)?;
+        }
+        Ok(Decision::Run)
+    }
+
+    /// Whether Score may be called on chunks of the feasible nodes from
+    /// the worker threads. `false`: one batch with every feasible node, on
+    /// the thread that ran PreFilter (a plugin whose per-thread state
+    /// holds the cycle, as a wasm instance does, then pays for the cycle
+    /// once).
+    fn parallel(&self) -> bool {
+        true
+    }
+
+    /// NormalizeScore: maps the raw scores of all feasible nodes (in the
+    /// order the framework gave them) into 0..=100. The default keeps them.
     fn normalize(
         &self,
         _ctx: &CycleContext,
         _state: &CycleState,
+        _nodes: &[&NodeInfo],
         _scores: &mut [i64],
-    ) -> Result<(), PluginError> {
-        Ok(())
+    ) -> Result<Decision, PluginError> {
+        Ok(Decision::Run)
     }
+}
+
+/// Reserve and Unreserve: claim what the pod will use on its node before
+/// it is assumed, and give it back when the pod does not bind there.
+pub trait ReservePlugin: Plugin {
+    fn reserve(
+        &self,
+        ctx: &CycleContext,
+        state: &mut CycleState,
+        node: &NodeInfo,
+    ) -> Result<(), PluginError>;
+
+    /// Called for every Reserve plugin (in reverse order) when the pod's
+    /// reservation is undone, possibly long after its cycle.
+    fn unreserve(&self, pod: &Pod, state: &CycleState, node: &str);
+}
+
+/// Permit's verdict.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Permit {
+    Allow,
+    /// Keep the pod reserved; reject it when `Duration` passes first.
+    Wait(Duration),
+    Reject(String),
+}
+
+/// Permit: may hold a reserved pod before binding (gangs).
+pub trait PermitPlugin: Plugin {
+    fn permit(
+        &self,
+        ctx: &CycleContext,
+        state: &mut CycleState,
+        node: &NodeInfo,
+    ) -> Result<Permit, PluginError>;
+}
+
+/// Something the binding cycle must do against the API (or, in
+/// `simulate`, to the model) before or as the binding. The runtime
+/// executes them in order; a failure undoes the reservation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BindAction {
+    /// Merge these labels and annotations into the pod.
+    PatchPod {
+        labels: Vec<(String, String)>,
+        annotations: Vec<(String, String)>,
+    },
+    /// Bind the pod to the node (`pods/binding`).
+    Bind,
+}
+
+/// PreBind: what to write before the pod is bound.
+pub trait PreBindPlugin: Plugin {
+    fn pre_bind(
+        &self,
+        pod: &Pod,
+        state: &CycleState,
+        node: &str,
+    ) -> Result<Vec<BindAction>, PluginError>;
+}
+
+/// Bind: how the pod is bound. `None` passes to the next Bind plugin.
+pub trait BindPlugin: Plugin {
+    fn bind(
+        &self,
+        pod: &Pod,
+        state: &CycleState,
+        node: &str,
+    ) -> Result<Option<Vec<BindAction>>, PluginError>;
+}
+
+/// PostBind: told that the pod was bound (informational).
+pub trait PostBindPlugin: Plugin {
+    fn post_bind(&self, pod: &Pod, state: &CycleState, node: &str);
 }
 
 /// Upstream's `MaxNodeScore`.

@@ -1,16 +1,37 @@
-//! The scheduling framework: queue, cycle, extension points, NodeInfo.
+//! The scheduling framework: the extension points (traits), the profile
+//! and the one table of plugins, the cycle, scheduling one pod, the queue
+//! and the scheduler cache, NodeInfo, and the native core plugins. It
+//! knows plugins only through its traits: the wasm adapter lives in
+//! `crate::wasm`.
 
+pub mod cache;
 pub mod cycle;
+pub mod cycle_state;
+pub mod explain;
 pub mod fit_error;
 pub mod interface;
 pub mod node_info;
+pub mod plugins;
 pub mod profile;
 pub mod queue;
+pub mod registry;
+pub mod schedule_one;
 pub mod timings;
+pub mod waiting;
 
-pub use cycle::{Explanation, Framework, Outcome, Placement};
+pub use cache::Cache;
+pub use cycle::{CycleResult, Framework, Outcome, Placement};
+pub use cycle_state::CycleState;
+pub use explain::{Explanation, FilterVerdict, NodeExplanation, ScoreDetail};
 pub use fit_error::FitError;
-pub use interface::{CycleContext, CycleState, FilterPlugin, PluginError, Rejection, ScorePlugin};
+pub use interface::{
+    BindAction, BindPlugin, CycleContext, Decision, FilterPlugin, FilterRunner, Filtered,
+    Nomination, Permit, PermitPlugin, Plugin, PluginError, PluginHealth, PostBindPlugin, PostFilterPlugin,
+    PostFilterResult, PreBindPlugin, PreFilterPlugin, PreScorePlugin, Rejection, ReservePlugin,
+    ScorePlugin, MAX_NODE_SCORE,
+};
 pub use node_info::{Change, NodeInfo, Snapshot};
-pub use profile::{FilterEntry, Profile, ScoreEntry, WeightedScore};
+pub use profile::{PluginBundle, Point, Profile, WeightedScore};
+pub use schedule_one::{Assumption, Attempt};
 pub use timings::TimingSink;
+pub use waiting::{WaitEnd, WaitingPods};

@@ -228,7 +228,7 @@ mod tests {
 
     use serde_json::json;
 
-    use crate::plugins::testutil::{N, P};
+    use crate::framework::plugins::testutil::{N, P};
 
     use super::Snapshot;
 

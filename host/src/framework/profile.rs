@@ -1,39 +1,185 @@
-//! A profile: the plugins one scheduler name runs, in order, with weights.
+//! A profile: the plugins one scheduler name runs at each extension point,
+//! in order, with Score weights. Plugins are held only through the
+//! extension-point traits.
 
 use std::sync::Arc;
 
-use crate::wasm::WasmPlugin;
+use super::interface::{
+    BindPlugin, FilterPlugin, PermitPlugin, Plugin, PostBindPlugin, PostFilterPlugin,
+    PreBindPlugin, PreFilterPlugin, PreScorePlugin, ReservePlugin, ScorePlugin,
+};
 
-use super::interface::{FilterPlugin, ScorePlugin};
-
-/// A Filter plugin, native or wasm.
-#[derive(Clone)]
-pub enum FilterEntry {
-    Native(Arc<dyn FilterPlugin>),
-    Wasm(Arc<WasmPlugin>),
+/// An extension point, as configurations and errors name it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Point {
+    PreFilter,
+    Filter,
+    PostFilter,
+    PreScore,
+    Score,
+    Reserve,
+    Permit,
+    PreBind,
+    Bind,
+    PostBind,
 }
 
-/// A Score plugin, native or wasm.
-#[derive(Clone)]
-pub enum ScoreEntry {
-    Native(Arc<dyn ScorePlugin>),
-    Wasm(Arc<WasmPlugin>),
-}
+impl Point {
+    pub const ALL: [Point; 10] = [
+        Point::PreFilter,
+        Point::Filter,
+        Point::PostFilter,
+        Point::PreScore,
+        Point::Score,
+        Point::Reserve,
+        Point::Permit,
+        Point::PreBind,
+        Point::Bind,
+        Point::PostBind,
+    ];
 
-impl FilterEntry {
-    pub fn name(&self) -> &str {
+    pub fn as_str(self) -> &'static str {
         match self {
-            Self::Native(p) => p.name(),
-            Self::Wasm(p) => &p.name,
+            Point::PreFilter => "PreFilter",
+            Point::Filter => "Filter",
+            Point::PostFilter => "PostFilter",
+            Point::PreScore => "PreScore",
+            Point::Score => "Score",
+            Point::Reserve => "Reserve",
+            Point::Permit => "Permit",
+            Point::PreBind => "PreBind",
+            Point::Bind => "Bind",
+            Point::PostBind => "PostBind",
         }
     }
 }
 
-impl ScoreEntry {
+impl std::fmt::Display for Point {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One plugin object and the extension points it implements (what a
+/// registry factory or the wasm adapter builds). A plugin that implements
+/// several points shares one object, and so one configuration, between
+/// them.
+#[derive(Clone)]
+pub struct PluginBundle {
+    pub plugin: Arc<dyn Plugin>,
+    pub pre_filter: Option<Arc<dyn PreFilterPlugin>>,
+    pub filter: Option<Arc<dyn FilterPlugin>>,
+    pub post_filter: Option<Arc<dyn PostFilterPlugin>>,
+    pub pre_score: Option<Arc<dyn PreScorePlugin>>,
+    pub score: Option<Arc<dyn ScorePlugin>>,
+    pub reserve: Option<Arc<dyn ReservePlugin>>,
+    pub permit: Option<Arc<dyn PermitPlugin>>,
+    pub pre_bind: Option<Arc<dyn PreBindPlugin>>,
+    pub bind: Option<Arc<dyn BindPlugin>>,
+    pub post_bind: Option<Arc<dyn PostBindPlugin>>,
+}
+
+impl std::fmt::Debug for PluginBundle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PluginBundle")
+            .field("name", &self.plugin.name())
+            .field("points", &self.points())
+            .finish()
+    }
+}
+
+impl PluginBundle {
+    /// A bundle with no extension point yet; add them with the builders.
+    pub fn new<T: Plugin + 'static>(plugin: Arc<T>) -> Self {
+        Self {
+            plugin,
+            pre_filter: None,
+            filter: None,
+            post_filter: None,
+            pre_score: None,
+            score: None,
+            reserve: None,
+            permit: None,
+            pre_bind: None,
+            bind: None,
+            post_bind: None,
+        }
+    }
+
     pub fn name(&self) -> &str {
-        match self {
-            Self::Native(p) => p.name(),
-            Self::Wasm(p) => &p.name,
+        self.plugin.name()
+    }
+
+    pub fn with_pre_filter<T: PreFilterPlugin + 'static>(mut self, p: &Arc<T>) -> Self {
+        self.pre_filter = Some(p.clone());
+        self
+    }
+
+    pub fn with_filter<T: FilterPlugin + 'static>(mut self, p: &Arc<T>) -> Self {
+        self.filter = Some(p.clone());
+        self
+    }
+
+    pub fn with_post_filter<T: PostFilterPlugin + 'static>(mut self, p: &Arc<T>) -> Self {
+        self.post_filter = Some(p.clone());
+        self
+    }
+
+    pub fn with_pre_score<T: PreScorePlugin + 'static>(mut self, p: &Arc<T>) -> Self {
+        self.pre_score = Some(p.clone());
+        self
+    }
+
+    pub fn with_score<T: ScorePlugin + 'static>(mut self, p: &Arc<T>) -> Self {
+        self.score = Some(p.clone());
+        self
+    }
+
+    pub fn with_reserve<T: ReservePlugin + 'static>(mut self, p: &Arc<T>) -> Self {
+        self.reserve = Some(p.clone());
+        self
+    }
+
+    pub fn with_permit<T: PermitPlugin + 'static>(mut self, p: &Arc<T>) -> Self {
+        self.permit = Some(p.clone());
+        self
+    }
+
+    pub fn with_pre_bind<T: PreBindPlugin + 'static>(mut self, p: &Arc<T>) -> Self {
+        self.pre_bind = Some(p.clone());
+        self
+    }
+
+    pub fn with_bind<T: BindPlugin + 'static>(mut self, p: &Arc<T>) -> Self {
+        self.bind = Some(p.clone());
+        self
+    }
+
+    pub fn with_post_bind<T: PostBindPlugin + 'static>(mut self, p: &Arc<T>) -> Self {
+        self.post_bind = Some(p.clone());
+        self
+    }
+
+    /// The extension points this bundle implements.
+    pub fn points(&self) -> Vec<Point> {
+        Point::ALL
+            .into_iter()
+            .filter(|p| self.has(*p))
+            .collect()
+    }
+
+    pub fn has(&self, point: Point) -> bool {
+        match point {
+            Point::PreFilter => self.pre_filter.is_some(),
+            Point::Filter => self.filter.is_some(),
+            Point::PostFilter => self.post_filter.is_some(),
+            Point::PreScore => self.pre_score.is_some(),
+            Point::Score => self.score.is_some(),
+            Point::Reserve => self.reserve.is_some(),
+            Point::Permit => self.permit.is_some(),
+            Point::PreBind => self.pre_bind.is_some(),
+            Point::Bind => self.bind.is_some(),
+            Point::PostBind => self.post_bind.is_some(),
         }
     }
 }
@@ -41,38 +187,146 @@ impl ScoreEntry {
 /// A Score plugin and its weight (kube-scheduler's `plugins.score.enabled[].weight`).
 #[derive(Clone)]
 pub struct WeightedScore {
-    pub plugin: ScoreEntry,
+    pub plugin: Arc<dyn ScorePlugin>,
     pub weight: i64,
 }
 
-/// Everything one `schedulerName` runs.
-#[derive(Clone)]
+/// Everything one `schedulerName` runs, per extension point, in order.
+#[derive(Clone, Default)]
 pub struct Profile {
     pub scheduler_name: String,
-    pub filters: Vec<FilterEntry>,
-    pub scores: Vec<WeightedScore>,
     /// `percentageOfNodesToScore`; `None` or 0 means upstream's adaptive rule.
     pub percentage_of_nodes_to_score: Option<u32>,
+    /// Every plugin of the profile once, in the order they were enabled.
+    pub members: Vec<Arc<dyn Plugin>>,
+    pub pre_filter: Vec<Arc<dyn PreFilterPlugin>>,
+    pub filter: Vec<Arc<dyn FilterPlugin>>,
+    pub post_filter: Vec<Arc<dyn PostFilterPlugin>>,
+    pub pre_score: Vec<Arc<dyn PreScorePlugin>>,
+    pub score: Vec<WeightedScore>,
+    pub reserve: Vec<Arc<dyn ReservePlugin>>,
+    pub permit: Vec<Arc<dyn PermitPlugin>>,
+    pub pre_bind: Vec<Arc<dyn PreBindPlugin>>,
+    pub bind: Vec<Arc<dyn BindPlugin>>,
+    pub post_bind: Vec<Arc<dyn PostBindPlugin>>,
 }
 
 impl Profile {
-    /// Each wasm plugin of the chain once, in chain order.
-    pub fn wasm_plugins(&self) -> Vec<Arc<WasmPlugin>> {
-        let mut out: Vec<Arc<WasmPlugin>> = Vec::new();
-        let filters = self.filters.iter().filter_map(|f| match f {
-            FilterEntry::Wasm(w) => Some(w),
-            FilterEntry::Native(_) => None,
-        });
-        let scores = self.scores.iter().filter_map(|s| match &s.plugin {
-            ScoreEntry::Wasm(w) => Some(w),
-            ScoreEntry::Native(_) => None,
-        });
-        for w in filters.chain(scores) {
-            if !out.iter().any(|o| Arc::ptr_eq(o, w)) {
-                out.push(w.clone());
+    pub fn new(scheduler_name: &str, percentage_of_nodes_to_score: Option<u32>) -> Self {
+        Self {
+            scheduler_name: scheduler_name.to_string(),
+            percentage_of_nodes_to_score,
+            ..Default::default()
+        }
+    }
+
+    /// Enables `bundle` at `point` (with `weight` for Score). Returns false
+    /// when the plugin does not implement the point.
+    pub fn enable(&mut self, bundle: &PluginBundle, point: Point, weight: i64) -> bool {
+        let b = bundle.clone();
+        let added = match point {
+            Point::PreFilter => push(&mut self.pre_filter, b.pre_filter),
+            Point::Filter => push(&mut self.filter, b.filter),
+            Point::PostFilter => push(&mut self.post_filter, b.post_filter),
+            Point::PreScore => push(&mut self.pre_score, b.pre_score),
+            Point::Score => match b.score {
+                Some(plugin) => {
+                    self.score.push(WeightedScore { plugin, weight });
+                    true
+                }
+                None => false,
+            },
+            Point::Reserve => push(&mut self.reserve, b.reserve),
+            Point::Permit => push(&mut self.permit, b.permit),
+            Point::PreBind => push(&mut self.pre_bind, b.pre_bind),
+            Point::Bind => push(&mut self.bind, b.bind),
+            Point::PostBind => push(&mut self.post_bind, b.post_bind),
+        };
+        if added && !self.members.iter().any(|m| m.name() == bundle.name()) {
+            self.members.push(bundle.plugin.clone());
+        }
+        added
+    }
+
+    /// The extension points at which plugin `name` is enabled.
+    pub fn points_of(&self, name: &str) -> Vec<Point> {
+        let has = |point: Point| match point {
+            Point::PreFilter => named(&self.pre_filter, name),
+            Point::Filter => named(&self.filter, name),
+            Point::PostFilter => named(&self.post_filter, name),
+            Point::PreScore => named(&self.pre_score, name),
+            Point::Score => self.score.iter().any(|s| s.plugin.name() == name),
+            Point::Reserve => named(&self.reserve, name),
+            Point::Permit => named(&self.permit, name),
+            Point::PreBind => named(&self.pre_bind, name),
+            Point::Bind => named(&self.bind, name),
+            Point::PostBind => named(&self.post_bind, name),
+        };
+        Point::ALL.into_iter().filter(|p| has(*p)).collect()
+    }
+
+    /// This profile with plugin `new.name()` replaced by `new` at every
+    /// point where it is enabled (a reloaded plugin). Fails, naming them,
+    /// when `new` lacks a point the profile uses.
+    pub fn replace(&self, new: &PluginBundle) -> Result<Profile, String> {
+        let name = new.name();
+        let missing: Vec<&str> = self
+            .points_of(name)
+            .into_iter()
+            .filter(|p| !new.has(*p))
+            .map(Point::as_str)
+            .collect();
+        if !missing.is_empty() {
+            return Err(format!(
+                "the new version lacks {}, which the profile uses",
+                missing.join(" and ")
+            ));
+        }
+        let mut p = self.clone();
+        swap(&mut p.pre_filter, name, &new.pre_filter);
+        swap(&mut p.filter, name, &new.filter);
+        swap(&mut p.post_filter, name, &new.post_filter);
+        swap(&mut p.pre_score, name, &new.pre_score);
+        for s in &mut p.score {
+            if s.plugin.name() == name {
+                s.plugin = new.score.clone().expect("checked above");
             }
         }
-        out
+        swap(&mut p.reserve, name, &new.reserve);
+        swap(&mut p.permit, name, &new.permit);
+        swap(&mut p.pre_bind, name, &new.pre_bind);
+        swap(&mut p.bind, name, &new.bind);
+        swap(&mut p.post_bind, name, &new.post_bind);
+        for m in &mut p.members {
+            if m.name() == name {
+                *m = new.plugin.clone();
+            }
+        }
+        Ok(p)
+    }
+}
+
+fn push<T: ?Sized>(list: &mut Vec<Arc<T>>, item: Option<Arc<T>>) -> bool {
+    match item {
+        Some(i) => {
+            list.push(i);
+            true
+        }
+        None => false,
+    }
+}
+
+fn named<T: ?Sized + Plugin>(list: &[Arc<T>], name: &str) -> bool {
+    list.iter().any(|p| p.name() == name)
+}
+
+fn swap<T: ?Sized + Plugin>(list: &mut [Arc<T>], name: &str, new: &Option<Arc<T>>) {
+    for item in list.iter_mut() {
+        if item.name() == name {
+            if let Some(n) = new {
+                *item = n.clone();
+            }
+        }
     }
 }
 

@@ -147,6 +147,20 @@ impl SchedulingQueue {
         self.unschedulable.values().map(|e| &e.pod)
     }
 
+    /// Every queued pod (active, backing off, unschedulable), in no order.
+    pub fn pods(&self) -> impl Iterator<Item = &Arc<Pod>> {
+        self.active
+            .iter()
+            .map(|e| &e.pod)
+            .chain(self.backoff.iter().map(|(_, e)| &e.pod))
+            .chain(self.unschedulable.values().map(|e| &e.pod))
+    }
+
+    /// When each backing-off pod becomes ready, by uid.
+    pub fn backoff_pods(&self) -> impl Iterator<Item = (&str, u64)> {
+        self.backoff.iter().map(|(t, e)| (e.pod.uid.as_str(), *t))
+    }
+
     /// Attempts made for a pod so far.
     pub fn attempts(&self, uid: &str) -> u32 {
         self.attempts.get(uid).copied().unwrap_or(0)

@@ -13,6 +13,7 @@ use crate::manifest;
 use crate::model::{Node, Pod};
 use crate::wasm::bindings::types as wit;
 use crate::wasm::convert;
+use crate::wasm::interests::Interests;
 
 /// A case file that cannot be used: where in the file, and why.
 #[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
@@ -55,11 +56,12 @@ impl Verdict {
         }
     }
 
-    pub fn from_rejection(r: Option<&wit::Rejection>) -> Self {
-        match r {
-            None => Verdict::Success,
-            Some(r) if r.unresolvable => Verdict::UnschedulableAndUnresolvable(r.reason.clone()),
-            Some(r) => Verdict::Unschedulable(r.reason.clone()),
+    /// A rejection's reason, resolvable or not, as a verdict.
+    pub fn rejected(reason: &str, unresolvable: bool) -> Self {
+        if unresolvable {
+            Verdict::UnschedulableAndUnresolvable(reason.to_string())
+        } else {
+            Verdict::Unschedulable(reason.to_string())
         }
     }
 }
@@ -80,7 +82,7 @@ impl std::fmt::Display for Verdict {
 #[derive(Debug, Clone)]
 pub enum Input {
     /// A scheduling cycle of this pod on every fixture node.
-    Cycle(wit::Pod),
+    Cycle(Pod),
     /// A `deletion-cost` call.
     DeletionCost {
         pod: wit::PodStatus,
@@ -117,9 +119,9 @@ pub struct CaseFile {
     /// Plugin args (JSON text); `{}` when the file has none.
     pub args: String,
     /// Fixture nodes; a node's index is its position.
-    pub nodes: Vec<wit::Node>,
+    pub nodes: Vec<Node>,
     /// Pods already placed, with their node's index.
-    pub placed: Vec<(u32, wit::Pod)>,
+    pub placed: Vec<(u32, Pod)>,
     pub cases: Vec<Case>,
 }
 
@@ -259,7 +261,7 @@ impl CaseFile {
             if names.insert(n.name.clone(), i as u32).is_some() {
                 return Err(fail(at, format!("duplicate node {}", n.name)));
             }
-            nodes.push(convert::node(&n));
+            nodes.push(n);
         }
         if nodes.is_empty() {
             return Err(fail("nodes", "no nodes: a case needs nodes to run on"));
@@ -280,7 +282,7 @@ impl CaseFile {
                     format!("spec.nodeName: no node named {on:?} in `nodes`"),
                 ));
             };
-            placed.push((index, convert::pod(&p)));
+            placed.push((index, p));
         }
         let mut cases = Vec::new();
         for (i, c) in raw.cases.into_iter().enumerate() {
@@ -301,12 +303,12 @@ impl CaseFile {
 fn case(i: usize, c: RawCase, names: &BTreeMap<String, u32>) -> Result<Case, CaseError> {
     let at = format!("cases[{i}] {:?}", c.name);
     let input = match (c.pod, c.deletion_cost) {
-        (Some(p), None) => Input::Cycle(convert::pod(&pod(p, &format!("{at} pod"))?)),
+        (Some(p), None) => Input::Cycle(pod(p, &format!("{at} pod"))?),
         (None, Some(d)) => {
             let p = pod(d.pod, &format!("{at} deletionCost.pod"))?;
             Input::DeletionCost {
                 pod: wit::PodStatus {
-                    pod: convert::pod(&p),
+                    pod: convert::pod(&p, &Interests::default()),
                     phase: d.phase,
                     ready: d.ready,
                     age_seconds: d.age_seconds,

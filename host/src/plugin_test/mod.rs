@@ -22,7 +22,7 @@ use std::process::ExitCode;
 
 use anyhow::{anyhow, Context, Result};
 
-use crate::wasm::{self, Limits, PluginModule};
+use crate::wasm::{self, Limits};
 
 /// `wasmsched plugin test PLUGIN --cases FILE [--args JSON]`: prints the
 /// report; the exit code says whether every case passed. A file that
@@ -31,9 +31,9 @@ pub fn run_files(plugin: &Path, cases: &Path, args: Option<&str>) -> Result<Exit
     let text =
         std::fs::read_to_string(cases).with_context(|| format!("case file {}", cases.display()))?;
     let file = CaseFile::parse(&text).map_err(|e| anyhow!("{}: {e}", cases.display()))?;
-    let source = wasm::source::read(plugin)?;
-    let module =
-        PluginModule::compile(&source.bytes).map_err(|e| anyhow!("{}: {e}", plugin.display()))?;
+    let loader = wasm::Loader::default();
+    let source = wasm::Source::File(plugin.to_path_buf());
+    let module = loader.load("test", &source)?;
     let report = run(&module, &file, args, Limits::default())
         .map_err(|e| anyhow!("{}: failed to start: {e}", plugin.display()))?;
     print!("{report}");

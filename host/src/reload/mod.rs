@@ -29,9 +29,9 @@ use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
 
 use crate::config::{self, ConfigError, ConfigFile, Scheduler};
-use crate::framework::{FilterEntry, Profile, ScoreEntry};
+use crate::framework::{Framework, Profile};
 use crate::metrics::Metrics;
-use crate::wasm::{source, CompileReport, DiskCache, PluginModule, WasmPlugin};
+use crate::wasm::{loader, source, CompileReport, DiskCache, Loader, LoaderError, PluginModule};
 
 pub use watch::{PluginWatcher, DEFAULT_DEBOUNCE};
 
@@ -414,7 +414,7 @@ impl Reloader {
                     .scheduler
                     .profiles
                     .iter()
-                    .filter(|fw| fw.profile().wasm_plugins().iter().any(|w| w.name == p.name))
+                    .filter(|fw| fw.profile().members.iter().any(|m| m.name() == p.name))
                     .map(|fw| fw.scheduler_name().to_string())
                     .collect(),
             })
@@ -479,18 +479,13 @@ impl Reloader {
         let plugin = &self.plugins[index];
         let started = Instant::now();
         let previous = state.module.digest.clone();
-        let event = |result, stage, message: String, digest, compile| ReloadEvent {
-            plugin: plugin.name.clone(),
-            path: plugin.path.clone(),
-            result,
-            stage,
-            message,
+        let ctx = EventCtx {
+            plugin,
             previous: previous.clone(),
-            digest,
-            compile,
-            took: started.elapsed(),
-            at: Instant::now(),
-            time: SystemTime::now(),
+            started,
+        };
+        let event = |result, stage, message: String, digest, compile| {
+            ctx.event(result, stage, message, digest, compile)
         };
         let before = file_stamp(&plugin.path);
         let file = match source::read(&plugin.path) {
@@ -554,9 +549,23 @@ impl Reloader {
         if state.last_rejected.as_deref() == Some(&digest) {
             return None;
         }
+        self.install(&ctx, state, &file, digest)
+    }
+
+    /// Compiles a new version, starts it for every profile that runs the
+    /// plugin (with that profile's args and limits: `init` runs here, off
+    /// the scheduling path), and swaps it in when every check passed.
+    fn install(
+        &self,
+        ctx: &EventCtx,
+        state: &mut State,
+        file: &source::ModuleFile,
+        digest: String,
+    ) -> Option<ReloadEvent> {
+        let name = &ctx.plugin.name;
         let rejected = |state: &mut State, stage, message: String, compile| {
             state.last_rejected = Some(digest.clone());
-            Some(event(
+            Some(ctx.event(
                 ReloadResult::Rejected,
                 Some(stage),
                 message,
@@ -564,77 +573,101 @@ impl Reloader {
                 compile,
             ))
         };
-        let (module, report) =
-            match PluginModule::compile_with(&file.bytes, self.options.cache.as_ref()) {
-                Ok(m) => m,
-                Err(e) => return rejected(state, Stage::Compile, e.to_string(), None),
-            };
-        self.options.metrics.observe_compile(&plugin.name, &report);
-
-        // Build the new plugin object of every profile that runs it, with
-        // that profile's args and limits: init runs here, off the
-        // scheduling path.
-        let mut swaps = Vec::new();
-        for fw in &self.scheduler.profiles {
-            let profile = fw.profile();
-            let Some(old) = profile
-                .wasm_plugins()
-                .into_iter()
-                .find(|w| w.name == plugin.name)
-            else {
-                continue;
-            };
-            if let Err(m) = exports_cover(&profile, &old, &module) {
-                return rejected(
-                    state,
-                    Stage::Exports,
-                    format!("profile {}: {m}", profile.scheduler_name),
-                    Some(report),
-                );
+        let loader = Loader::new(self.options.cache.clone());
+        let label = ctx.plugin.path.display().to_string();
+        let (module, report) = match loader.compile(name, &label, &file.bytes) {
+            Ok(m) => m,
+            Err(LoaderError::Load { error, .. }) => {
+                return rejected(state, Stage::Compile, error.to_string(), None)
             }
-            match WasmPlugin::new(
-                &plugin.name,
-                module.clone(),
-                old.settings.clone(),
-                self.scheduler.parallelism,
-            ) {
-                Ok(new) => swaps.push((fw, Arc::new(new))),
-                Err(f) => {
-                    return rejected(
-                        state,
-                        Stage::Init,
-                        format!("profile {}: failed to start: {f}", profile.scheduler_name),
-                        Some(report),
-                    )
-                }
-            }
-        }
+            Err(e) => return rejected(state, Stage::Compile, e.to_string(), None),
+        };
+        let swaps = match self.start_everywhere(&loader, name, &module) {
+            Ok(s) => s,
+            Err((stage, m)) => return rejected(state, stage, m, Some(report)),
+        };
         // Every check passed: swap. Each profile's chain is replaced whole;
         // a cycle in flight finishes with the chain it started with.
-        for (fw, new) in swaps {
-            fw.set_profile(replace_plugin(&fw.profile(), &plugin.name, &new));
+        for (fw, profile) in swaps {
+            fw.set_profile(profile);
         }
         state.module = module;
         state.version += 1;
         state.loaded_at = SystemTime::now();
         state.last_rejected = None;
-        let size = file.bytes.len();
         let message = format!(
             "version {} ({} bytes{})",
             state.version,
-            size,
+            file.bytes.len(),
             match file.compression {
                 source::Compression::None => String::new(),
                 c => format!(", {} {} bytes on disk", c.as_str(), file.file_size),
             }
         );
-        Some(event(
-            ReloadResult::Success,
-            None,
+        let success = ReloadResult::Success;
+        Some(ctx.event(success, None, message, Some(digest), Some(report)))
+    }
+
+    /// The new version started for each profile that runs plugin `name`,
+    /// and that profile with it swapped in; or the failed stage.
+    fn start_everywhere(
+        &self,
+        loader: &Loader,
+        name: &str,
+        module: &Arc<PluginModule>,
+    ) -> Result<Vec<(&Framework, Profile)>, (Stage, String)> {
+        let mut swaps = Vec::new();
+        for (profile_name, old) in self.scheduler.wasm.iter().filter(|(_, w)| w.name == name) {
+            let Some(fw) = self.scheduler.profile(profile_name) else {
+                continue;
+            };
+            let settings = old.settings.clone();
+            let workers = self.scheduler.parallelism;
+            let new = loader
+                .start(name, module.clone(), settings, workers, old.handle.clone())
+                .map_err(|f| (Stage::Init, format!("profile {profile_name}: failed to start: {f}")))?;
+            let profile = fw
+                .profile()
+                .replace(&loader::bundle(&new))
+                .map_err(|m| {
+                    let m = format!("profile {profile_name}: {m} (exports: {})", module.exports);
+                    (Stage::Exports, m)
+                })?;
+            swaps.push((fw, profile));
+        }
+        Ok(swaps)
+    }
+}
+
+/// What every event of one check shares.
+struct EventCtx<'a> {
+    plugin: &'a WatchedPlugin,
+    previous: String,
+    started: Instant,
+}
+
+impl EventCtx<'_> {
+    fn event(
+        &self,
+        result: ReloadResult,
+        stage: Option<Stage>,
+        message: String,
+        digest: Option<String>,
+        compile: Option<CompileReport>,
+    ) -> ReloadEvent {
+        ReloadEvent {
+            plugin: self.plugin.name.clone(),
+            path: self.plugin.path.clone(),
+            result,
+            stage,
             message,
-            Some(digest),
-            Some(report),
-        ))
+            previous: self.previous.clone(),
+            digest,
+            compile,
+            took: self.started.elapsed(),
+            at: Instant::now(),
+            time: SystemTime::now(),
+        }
     }
 }
 
@@ -642,54 +675,4 @@ impl Reloader {
 fn file_stamp(path: &Path) -> Option<(u64, SystemTime)> {
     let m = std::fs::metadata(path).ok()?;
     Some((m.len(), m.modified().ok()?))
-}
-
-/// A new version must export every extension point the profile calls the
-/// plugin for (its chain is fixed at start).
-fn exports_cover(
-    profile: &Profile,
-    old: &Arc<WasmPlugin>,
-    new: &PluginModule,
-) -> Result<(), String> {
-    let filter = profile
-        .filters
-        .iter()
-        .any(|f| matches!(f, FilterEntry::Wasm(w) if Arc::ptr_eq(w, old)));
-    let score = profile
-        .scores
-        .iter()
-        .any(|s| matches!(&s.plugin, ScoreEntry::Wasm(w) if Arc::ptr_eq(w, old)));
-    let mut missing = Vec::new();
-    if filter && !new.exports.filter {
-        missing.push("filter");
-    }
-    if score && !new.exports.score {
-        missing.push("score");
-    }
-    if missing.is_empty() {
-        Ok(())
-    } else {
-        Err(format!(
-            "the new version does not export {}, which the profile uses (exports: {})",
-            missing.join(" and "),
-            new.exports
-        ))
-    }
-}
-
-/// The profile with every entry of plugin `name` pointing to `new` (Filter
-/// and Score share the one object, as at start).
-fn replace_plugin(profile: &Profile, name: &str, new: &Arc<WasmPlugin>) -> Profile {
-    let mut p = profile.clone();
-    for f in &mut p.filters {
-        if matches!(f, FilterEntry::Wasm(w) if w.name == name) {
-            *f = FilterEntry::Wasm(new.clone());
-        }
-    }
-    for s in &mut p.scores {
-        if matches!(&s.plugin, ScoreEntry::Wasm(w) if w.name == name) {
-            s.plugin = ScoreEntry::Wasm(new.clone());
-        }
-    }
-    p
 }

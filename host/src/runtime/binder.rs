@@ -21,19 +21,28 @@ use tokio::sync::{mpsc, Semaphore};
 use super::client::Throttle;
 use super::events::{PodRef, Report};
 use super::Shared;
+use crate::framework::{Assumption, BindAction};
 use crate::model::Pod;
 
-/// A placed pod to bind.
+/// An assumed pod to bind: the binding cycle runs its actions (PreBind
+/// output, then the binding).
 #[derive(Debug)]
 pub struct BindRequest {
-    /// The pod with `node_name` set.
-    pub pod: Arc<Pod>,
-    pub node: String,
+    pub assumption: Box<Assumption>,
     pub profile: String,
     /// When its scheduling attempt started (for the attempt duration).
     pub started: Instant,
-    /// Attempts it took (for `scheduler_pod_scheduling_attempts`).
-    pub attempts: u32,
+}
+
+impl BindRequest {
+    /// The pod with `node_name` set.
+    fn pod(&self) -> &Arc<Pod> {
+        &self.assumption.pod
+    }
+
+    fn node(&self) -> &str {
+        &self.assumption.placement.node
+    }
 }
 
 /// How the bind call ended.
@@ -106,7 +115,7 @@ impl Binder {
         let result = self.call(&req).await;
         let shared = &self.shared;
         let now = shared.now_ms();
-        let uid = &req.pod.uid;
+        let uid = &req.pod().uid;
         shared
             .metrics
             .bindings
@@ -116,6 +125,9 @@ impl Binder {
         match result {
             BindResult::Bound => {
                 shared.cache.lock().finish_binding(uid, now);
+                if let Some(fw) = shared.scheduler.profile(&req.profile) {
+                    fw.bound(&req.assumption);
+                }
                 shared
                     .metrics
                     .schedule_attempts
@@ -126,20 +138,31 @@ impl Binder {
                     .attempt_duration
                     .with_label_values(&["scheduled", &req.profile])
                     .observe(elapsed);
-                shared.metrics.pod_attempts.observe(f64::from(req.attempts));
+                shared
+                    .metrics
+                    .pod_attempts
+                    .observe(f64::from(req.assumption.attempts));
                 let _ = self.reports.send(Report::Scheduled {
-                    pod: PodRef::from(&*req.pod),
-                    node: req.node.clone(),
+                    pod: PodRef::from(&**req.pod()),
+                    node: req.node().to_string(),
                     profile: req.profile.clone(),
                 });
             }
             BindResult::Conflict | BindResult::Gone => {
+                if let Some(fw) = shared.scheduler.profile(&req.profile) {
+                    fw.unreserve(req.pod(), &req.assumption.state, req.node());
+                }
                 shared.cache.lock().forget(uid, now);
             }
             BindResult::Abandoned | BindResult::Error | BindResult::NodeGone => {
                 let mut cache = shared.cache.lock();
-                cache.forget(uid, now);
-                cache.requeue(req.pod.clone(), now);
+                match shared.scheduler.profile(&req.profile) {
+                    Some(fw) => fw.unassume(&req.assumption, &mut cache, now, false),
+                    None => {
+                        cache.forget(uid, now);
+                        cache.requeue(req.pod().clone(), now);
+                    }
+                }
                 drop(cache);
                 if result == BindResult::Error {
                     shared
@@ -162,23 +185,85 @@ impl Binder {
         shared.wake.notify_all();
     }
 
+    /// Runs the binding cycle's actions in order; the first that does not
+    /// succeed ends it.
     async fn call(&self, req: &BindRequest) -> BindResult {
-        let pod = &req.pod;
-        let check = || {
-            if !self.shared.leadership.leading() {
-                return Some(BindResult::Abandoned);
+        for action in &req.assumption.actions {
+            let r = match action {
+                BindAction::PatchPod {
+                    labels,
+                    annotations,
+                } => self.patch_pod(req, labels, annotations).await,
+                BindAction::Bind => self.bind_call(req).await,
+            };
+            if r != BindResult::Bound {
+                return r;
             }
-            let cache = self.shared.cache.lock();
-            if !cache.still_assumed(&pod.uid, &req.node) {
-                // Deleted, or its node was removed, since the cycle.
-                return Some(if cache.assumed_on(&pod.uid).is_some() {
-                    BindResult::NodeGone
-                } else {
-                    BindResult::Gone
-                });
-            }
-            None
+        }
+        BindResult::Bound
+    }
+
+    /// Leadership and the assumption still hold (checked right before each
+    /// write).
+    fn still_valid(&self, req: &BindRequest) -> Option<BindResult> {
+        if !self.shared.leadership.leading() {
+            return Some(BindResult::Abandoned);
+        }
+        let cache = self.shared.cache.lock();
+        let uid = &req.pod().uid;
+        if !cache.still_assumed(uid, req.node()) {
+            // Deleted, or its node was removed, since the cycle.
+            return Some(if cache.assumed_on(uid).is_some() {
+                BindResult::NodeGone
+            } else {
+                BindResult::Gone
+            });
+        }
+        None
+    }
+
+    /// PreBind output: merges labels and annotations into the pod.
+    async fn patch_pod(
+        &self,
+        req: &BindRequest,
+        labels: &[(String, String)],
+        annotations: &[(String, String)],
+    ) -> BindResult {
+        if let Some(r) = self.still_valid(req) {
+            return r;
+        }
+        self.throttle.wait().await;
+        let pod = req.pod();
+        let map = |kv: &[(String, String)]| -> serde_json::Map<String, serde_json::Value> {
+            kv.iter()
+                .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
+                .collect()
         };
+        let patch = serde_json::json!({"metadata": {
+            "uid": pod.uid,
+            "labels": map(labels),
+            "annotations": map(annotations),
+        }});
+        let api: Api<K8sPod> = Api::namespaced(self.client.clone(), &pod.namespace);
+        let params = kube::api::PatchParams::default();
+        match api
+            .patch(&pod.name, &params, &kube::api::Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => BindResult::Bound,
+            Err(kube::Error::Api(e)) if e.code == 404 => BindResult::Gone,
+            Err(kube::Error::Api(e)) if e.code == 409 => BindResult::Conflict,
+            Err(e) => {
+                tracing::warn!(pod = %pod.key(), error = %e, "PreBind patch failed; will retry");
+                BindResult::Error
+            }
+        }
+    }
+
+    /// `pods/binding`.
+    async fn bind_call(&self, req: &BindRequest) -> BindResult {
+        let pod = req.pod();
+        let check = || self.still_valid(req);
         if let Some(r) = check() {
             return r;
         }
@@ -196,7 +281,7 @@ impl Binder {
             target: ObjectReference {
                 api_version: Some("v1".into()),
                 kind: Some("Node".into()),
-                name: Some(req.node.clone()),
+                name: Some(req.node().to_string()),
                 ..Default::default()
             },
         };
@@ -230,7 +315,7 @@ impl Binder {
                 BindResult::Conflict
             }
             Err(e) => {
-                tracing::warn!(pod = %pod.key(), node = %req.node, error = %e, "binding failed; will retry");
+                tracing::warn!(pod = %pod.key(), node = %req.node(), error = %e, "binding failed; will retry");
                 BindResult::Error
             }
         }

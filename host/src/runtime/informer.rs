@@ -93,7 +93,7 @@ pub async fn watch_pods(
                             |name| shared.served(name),
                             now,
                         );
-                        use super::cache::PodUpdate;
+                        use crate::framework::cache::PodUpdate;
                         match update {
                             PodUpdate::Queued => {
                                 shared

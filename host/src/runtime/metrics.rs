@@ -230,23 +230,19 @@ impl Collector for PluginHealthCollector {
             &["profile", "plugin"],
         );
         for fw in &self.scheduler.profiles {
-            for w in fw.profile().wasm_plugins() {
+            for p in &fw.profile().members {
+                let Some(health) = p.health() else { continue };
+                let labels = [fw.scheduler_name(), p.name()];
                 for cause in ["trap", "timeout", "memory", "bad-result", "plugin-error"] {
                     // Zero series exist from the start, so rate() works.
-                    errors.with_label_values(&[fw.scheduler_name(), &w.name, cause]);
+                    errors.with_label_values(&[labels[0], labels[1], cause]);
                 }
-                for (cause, n) in w.stats.failures() {
+                for (cause, n) in health.failures {
                     errors
-                        .with_label_values(&[fw.scheduler_name(), &w.name, cause])
+                        .with_label_values(&[labels[0], labels[1], cause])
                         .inc_by(n);
                 }
-                instances
-                    .with_label_values(&[fw.scheduler_name(), &w.name])
-                    .inc_by(
-                        w.stats
-                            .instances_created
-                            .load(std::sync::atomic::Ordering::Relaxed),
-                    );
+                instances.with_label_values(&labels).inc_by(health.instances);
             }
         }
         let mut out = errors.collect();

@@ -1,7 +1,7 @@
 //! `wasmsched run`: the scheduler against a real API server.
 //!
 //! Pieces, each in its own module, wired together by [`run`]:
-//! - [`informer`]: watches Nodes and Pods into the [`cache::Cache`];
+//! - [`informer`]: watches Nodes and Pods into the [`Cache`];
 //! - [`scheduling`]: the scheduling loop (one pod per cycle, assume);
 //! - [`binder`]: bindings, asynchronous with bounded concurrency;
 //! - [`events`]: `Scheduled` / `FailedScheduling` events and the pod
@@ -14,7 +14,7 @@
 //! over); only the leader schedules and binds.
 
 pub mod binder;
-pub mod cache;
+
 pub mod client;
 pub mod events;
 pub mod informer;
@@ -51,7 +51,7 @@ pub struct Shared {
     loop_seen_ms: AtomicU64,
 }
 
-pub use cache::Cache;
+pub use crate::framework::cache::Cache;
 
 impl Shared {
     pub fn now_ms(&self) -> u64 {

@@ -1,8 +1,8 @@
 //! The scheduling loop: one pod at a time, as kube-scheduler's
-//! scheduleOne. It runs on its own thread (a cycle is CPU work on the
-//! framework's worker pool) and holds the cache lock for the cycle, so
-//! the snapshot does not change under it; watch updates wait for at most
-//! one cycle.
+//! scheduleOne, through the framework's schedule-one step. It runs on its
+//! own thread (a cycle is CPU work on the framework's worker pool) and
+//! holds the cache lock for the cycle, so the snapshot does not change
+//! under it; watch updates wait for at most one cycle.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -13,10 +13,17 @@ use tokio::sync::mpsc;
 use super::binder::BindRequest;
 use super::events::{PodRef, Report};
 use super::Shared;
-use crate::framework::Outcome;
+use crate::framework::{Attempt, Cache, Framework, WaitEnd};
+use crate::model::Pod;
 
 /// Longest sleep when idle, so leadership and shutdown are re-checked.
 const IDLE_WAIT: Duration = Duration::from_millis(200);
+
+/// Where the loop sends what it decided.
+struct Outbox {
+    binds: mpsc::UnboundedSender<BindRequest>,
+    reports: mpsc::UnboundedSender<Report>,
+}
 
 /// Runs until `shared.stopping` is set.
 pub fn run(
@@ -24,101 +31,131 @@ pub fn run(
     binds: mpsc::UnboundedSender<BindRequest>,
     reports: mpsc::UnboundedSender<Report>,
 ) {
+    let out = Outbox { binds, reports };
     loop {
         let mut cache = shared.cache.lock();
-        let pod = loop {
-            shared.heartbeat();
-            if shared.stopping.load(Ordering::Acquire) {
-                return;
-            }
-            if shared.leadership.leading() && shared.synced() {
-                let now = shared.now_ms();
-                for uid in cache.expire_assumed(now) {
-                    tracing::warn!(%uid, "binding never confirmed by the watch; reservation dropped");
-                }
-                if let Some(pod) = cache.pop(now) {
-                    break pod;
-                }
-                shared.metrics.set_queue(cache.queue.lengths());
-                shared
-                    .metrics
-                    .assumed_pods
-                    .set(cache.assumed_count() as i64);
-                let wait = cache
-                    .queue
-                    .next_backoff_ready()
-                    .map(|t| Duration::from_millis(t.saturating_sub(now)))
-                    .unwrap_or(IDLE_WAIT)
-                    .min(IDLE_WAIT);
-                shared.wake.wait_for(&mut cache, wait);
-            } else {
-                shared.wake.wait_for(&mut cache, IDLE_WAIT);
-            }
+        let Some(pod) = next_pod(&shared, &mut cache, &out) else {
+            return;
         };
         let Some(fw) = shared.scheduler.profile(&pod.scheduler_name) else {
             // Queued only when served; a profile cannot disappear.
             continue;
         };
-        let profile = fw.scheduler_name().to_string();
         let started = Instant::now();
-        let outcome = fw.schedule(&pod, &cache.snapshot);
         let now = shared.now_ms();
-        let metrics = &shared.metrics;
-        match outcome {
-            Outcome::Scheduled(placement) => {
-                let attempts = cache.queue.attempts(&pod.uid);
-                cache.queue.done(&pod.uid);
-                match cache.assume(&pod, &placement.node) {
-                    Some(bound) => {
-                        let _ = binds.send(BindRequest {
-                            pod: bound,
-                            node: placement.node,
-                            profile,
-                            started,
-                            attempts,
-                        });
-                    }
-                    None => cache.requeue(pod.clone(), now),
+        let attempt = fw.schedule_pod(pod, &mut cache, now, None);
+        record(&shared, fw, attempt, started, &out);
+        shared
+            .metrics
+            .assumed_pods
+            .set(cache.assumed_count() as i64);
+        cache.snapshot.compact_log();
+        shared.metrics.set_queue(cache.queue.lengths());
+    }
+}
+
+/// Waits (lock released meanwhile) until this replica leads, the caches
+/// are synced and a pod is due; `None` when stopping.
+fn next_pod(
+    shared: &Shared,
+    cache: &mut parking_lot::MutexGuard<'_, Cache>,
+    out: &Outbox,
+) -> Option<Arc<Pod>> {
+    loop {
+        shared.heartbeat();
+        if shared.stopping.load(Ordering::Acquire) {
+            return None;
+        }
+        if !(shared.leadership.leading() && shared.synced()) {
+            shared.wake.wait_for(cache, IDLE_WAIT);
+            continue;
+        }
+        let now = shared.now_ms();
+        for uid in cache.expire_assumed(now) {
+            tracing::warn!(%uid, "binding never confirmed by the watch; reservation dropped");
+        }
+        end_waits(shared, cache, now, out);
+        if let Some(pod) = cache.pop(now) {
+            return Some(pod);
+        }
+        shared.metrics.set_queue(cache.queue.lengths());
+        shared
+            .metrics
+            .assumed_pods
+            .set(cache.assumed_count() as i64);
+        let wait = cache
+            .queue
+            .next_backoff_ready()
+            .map(|t| Duration::from_millis(t.saturating_sub(now)))
+            .unwrap_or(IDLE_WAIT)
+            .min(IDLE_WAIT);
+        shared.wake.wait_for(cache, wait);
+    }
+}
+
+/// Pods whose Permit wait ended: to the binder, or unreserved.
+fn end_waits(shared: &Shared, cache: &mut Cache, now: u64, out: &Outbox) {
+    for fw in &shared.scheduler.profiles {
+        for (a, end) in fw.waiting.take_decided(now) {
+            match end {
+                WaitEnd::Allowed => {
+                    let _ = out.binds.send(BindRequest {
+                        assumption: a,
+                        profile: fw.scheduler_name().to_string(),
+                        started: Instant::now(),
+                    });
                 }
-                metrics.assumed_pods.set(cache.assumed_count() as i64);
-            }
-            Outcome::Unschedulable(fit) => {
-                let message = fit.message();
-                tracing::debug!(pod = %pod.key(), %message, "unschedulable");
-                cache.queue.add_unschedulable(pod.clone());
-                metrics
-                    .schedule_attempts
-                    .with_label_values(&["unschedulable", &profile])
-                    .inc();
-                metrics
-                    .attempt_duration
-                    .with_label_values(&["unschedulable", &profile])
-                    .observe(started.elapsed().as_secs_f64());
-                let _ = reports.send(Report::Failed {
-                    pod: PodRef::from(&*pod),
-                    message,
-                    profile,
-                });
-            }
-            Outcome::Error(message) => {
-                tracing::warn!(pod = %pod.key(), %message, "scheduling error");
-                cache.queue.add_backoff(pod.clone(), now);
-                metrics
-                    .schedule_attempts
-                    .with_label_values(&["error", &profile])
-                    .inc();
-                metrics
-                    .attempt_duration
-                    .with_label_values(&["error", &profile])
-                    .observe(started.elapsed().as_secs_f64());
-                let _ = reports.send(Report::Failed {
-                    pod: PodRef::from(&*pod),
-                    message: format!("error: {message}"),
-                    profile,
-                });
+                WaitEnd::Rejected(message) => {
+                    fw.unassume(&a, cache, now, true);
+                    let _ = out.reports.send(Report::Failed {
+                        pod: PodRef::from(&*a.pod),
+                        message,
+                        profile: fw.scheduler_name().to_string(),
+                    });
+                }
             }
         }
-        cache.snapshot.compact_log();
-        metrics.set_queue(cache.queue.lengths());
     }
+}
+
+/// Sends what an attempt decided on, and counts it.
+fn record(shared: &Shared, fw: &Framework, attempt: Attempt, started: Instant, out: &Outbox) {
+    let profile = fw.scheduler_name().to_string();
+    let (result, pod, message) = match attempt {
+        Attempt::Bind(assumption) => {
+            let _ = out.binds.send(BindRequest {
+                assumption,
+                profile,
+                started,
+            });
+            return;
+        }
+        Attempt::Waiting { pod, node } => {
+            tracing::debug!(pod = %pod.key(), %node, "waiting at Permit");
+            return;
+        }
+        Attempt::Unschedulable { pod, fit, .. } => {
+            let message = fit.message();
+            tracing::debug!(pod = %pod.key(), %message, "unschedulable");
+            ("unschedulable", pod, message)
+        }
+        Attempt::Error { pod, message } => {
+            tracing::warn!(pod = %pod.key(), %message, "scheduling error");
+            ("error", pod, format!("error: {message}"))
+        }
+    };
+    let metrics = &shared.metrics;
+    metrics
+        .schedule_attempts
+        .with_label_values(&[result, &profile])
+        .inc();
+    metrics
+        .attempt_duration
+        .with_label_values(&[result, &profile])
+        .observe(started.elapsed().as_secs_f64());
+    let _ = out.reports.send(Report::Failed {
+        pod: PodRef::from(&*pod),
+        message,
+        profile,
+    });
 }

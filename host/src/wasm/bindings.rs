@@ -1,8 +1,31 @@
-//! Host-side bindings for the contract in `wit/plugin.wit`.
-wasmtime::component::bindgen!({
-    world: "plugin",
-    path: "../wit",
-});
+//! Host-side bindings for the contract: the current one (`wit/plugin.wit`)
+//! and each earlier minor version kept in `wit/history/`, so components
+//! built against an older minor keep loading. The older bindings share the
+//! current `types` (a minor version only adds types), so everything past
+//! the call itself is version-independent.
 
-pub use exports::wasmsched::plugin::{deletion_cost, filter, lifecycle, normalize_score, score};
-pub use wasmsched::plugin::types;
+/// `wasmsched:plugin` as `wit/plugin.wit` states it (the current version).
+pub mod current {
+    wasmtime::component::bindgen!({
+        world: "plugin",
+        path: "../wit",
+    });
+}
+
+/// `wasmsched:plugin@0.1.0`: lifecycle, filter, score, normalize-score,
+/// deletion-cost.
+pub mod v0_1 {
+    wasmtime::component::bindgen!({
+        world: "plugin",
+        path: "../wit/history/0.1.0",
+        with: {
+            "wasmsched:plugin/types@0.1.0": super::current::wasmsched::plugin::types,
+        },
+    });
+}
+
+pub use current::exports::wasmsched::plugin::{
+    deletion_cost, filter, interests, lifecycle, normalize_score, permit, post_filter, pre_bind,
+    reserve, score,
+};
+pub use current::wasmsched::plugin::types;

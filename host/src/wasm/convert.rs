@@ -11,16 +11,13 @@
 #[doc(hidden)]
 macro_rules! wit_conversions {
     ($wit:path) => {
-        use std::collections::BTreeMap;
+
 
         use $crate::framework::Change;
+        use $crate::wasm::interests::Interests;
         use $crate::model::pod::TolerationOp;
         use $crate::model::{Node, Pod, Resources, TaintEffect};
         use $wit as wit;
-
-        fn map(m: &BTreeMap<String, String>) -> Vec<(String, String)> {
-            m.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
-        }
 
         fn resources(r: &Resources) -> Vec<wit::ResourceAmount> {
             r.iter()
@@ -40,13 +37,14 @@ macro_rules! wit_conversions {
             }
         }
 
-        pub fn pod(p: &Pod) -> wit::Pod {
+        /// The pod as a plugin with `keys` interests sees it.
+        pub fn pod(p: &Pod, keys: &Interests) -> wit::Pod {
             wit::Pod {
                 uid: p.uid.clone(),
                 namespace: p.namespace.clone(),
                 name: p.name.clone(),
-                labels: map(&p.labels),
-                annotations: map(&p.annotations),
+                labels: keys.pod_labels.select(&p.labels),
+                annotations: keys.pod_annotations.select(&p.annotations),
                 requests: resources(&p.requests),
                 limits: resources(&p.limits),
                 tolerations: p
@@ -72,11 +70,12 @@ macro_rules! wit_conversions {
             }
         }
 
-        pub fn node(n: &Node) -> wit::Node {
+        /// The node as a plugin with `keys` interests sees it.
+        pub fn node(n: &Node, keys: &Interests) -> wit::Node {
             wit::Node {
                 name: n.name.clone(),
-                labels: map(&n.labels),
-                annotations: map(&n.annotations),
+                labels: keys.node_labels.select(&n.labels),
+                annotations: keys.node_annotations.select(&n.annotations),
                 allocatable: resources(&n.allocatable),
                 taints: n
                     .taints
@@ -93,15 +92,15 @@ macro_rules! wit_conversions {
         }
 
         /// Snapshot changes as contract deltas.
-        pub fn deltas(changes: &[Change]) -> Vec<wit::Delta> {
+        pub fn deltas(changes: &[Change], keys: &Interests) -> Vec<wit::Delta> {
             changes
                 .iter()
                 .map(|c| match c {
-                    Change::NodeSet(i, n) => wit::Delta::NodeSet((*i, node(n))),
+                    Change::NodeSet(i, n) => wit::Delta::NodeSet((*i, node(n, keys))),
                     Change::NodeRemove(i) => wit::Delta::NodeRemove(*i),
                     Change::PodAdd(i, p) => wit::Delta::PodAdd(wit::Placement {
                         node: *i,
-                        pod: pod(p),
+                        pod: pod(p, keys),
                     }),
                     Change::PodRemove(i, uid) => wit::Delta::PodRemove(wit::Removal {
                         node: *i,

@@ -8,9 +8,10 @@ use wasmtime::{ResourceLimiter, Store};
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use super::bindings::types as wit;
-use super::bindings::{deletion_cost, filter, lifecycle, normalize_score, score};
 use super::engine::{engine, ticks};
 use super::error::{FailureKind, PluginFailure};
+use super::exports::{Funcs, Minor};
+use super::interests::Interests;
 use super::module::PluginModule;
 
 /// Caps a store's linear memories and tables, and remembers whether it had
@@ -61,9 +62,15 @@ impl WasiView for HostState {
     }
 }
 
-impl super::bindings::wasmsched::plugin::types::Host for HostState {}
+impl super::bindings::current::wasmsched::plugin::types::Host for HostState {}
 
-impl super::bindings::wasmsched::plugin::host::Host for HostState {
+impl super::bindings::v0_1::wasmsched::plugin::host::Host for HostState {
+    fn log(&mut self, level: wit::LogLevel, message: String) {
+        super::bindings::current::wasmsched::plugin::host::Host::log(self, level, message)
+    }
+}
+
+impl super::bindings::current::wasmsched::plugin::host::Host for HostState {
     fn log(&mut self, level: wit::LogLevel, message: String) {
         let plugin = &*self.plugin;
         match level {
@@ -96,15 +103,6 @@ impl Default for Limits {
     }
 }
 
-/// The typed exports of an instance.
-struct Funcs {
-    lifecycle: lifecycle::Guest,
-    filter: Option<filter::Guest>,
-    score: Option<score::Guest>,
-    normalize: Option<normalize_score::Guest>,
-    deletion_cost: Option<deletion_cost::Guest>,
-}
-
 /// A live instance with the exports it has.
 pub struct Instance {
     store: Store<HostState>,
@@ -114,6 +112,8 @@ pub struct Instance {
     pub applied: u64,
     /// The cycle whose pod this instance holds, and the plugin's plan for it.
     pub cycle: Option<(u64, wit::CyclePlan)>,
+    /// Which label and annotation keys the plugin reads.
+    pub interests: Interests,
 }
 
 impl Instance {
@@ -149,61 +149,33 @@ impl Instance {
             Ok(i) => i,
             Err(e) => return Err(wrap(&store, e)),
         };
-        let load = |store: &mut Store<HostState>| -> wasmtime::Result<_> {
-            let ix = &module.indices;
-            Ok((
-                ix.lifecycle.load(&mut *store, &instance)?,
-                ix.filter
-                    .as_ref()
-                    .map(|i| i.load(&mut *store, &instance))
-                    .transpose()?,
-                ix.score
-                    .as_ref()
-                    .map(|i| i.load(&mut *store, &instance))
-                    .transpose()?,
-                ix.normalize
-                    .as_ref()
-                    .map(|i| i.load(&mut *store, &instance))
-                    .transpose()?,
-                ix.deletion_cost
-                    .as_ref()
-                    .map(|i| i.load(&mut *store, &instance))
-                    .transpose()?,
-            ))
-        };
-        let (lifecycle, filter, score, normalize, deletion_cost) = match load(&mut store) {
-            Ok(l) => l,
+        let funcs = match module.indices.load(&mut store, &instance) {
+            Ok(f) => f,
             Err(e) => return Err(wrap(&store, e)),
         };
         let mut inst = Self {
             store,
-            funcs: Funcs {
-                lifecycle,
-                filter,
-                score,
-                normalize,
-                deletion_cost,
-            },
+            funcs,
             limits,
             applied: 0,
             cycle: None,
+            interests: Interests::default(),
         };
-        let version = inst.call(limits.init_timeout, |s, i| {
-            i.lifecycle.call_contract_version(s)
-        })?;
-        if !version_compatible(&version) {
+        let version = inst.call(limits.init_timeout, |s, i| i.lifecycle.contract_version(s))?;
+        if super::module::minor_of(&version) != Some(module.indices.minor) {
             return Err(PluginFailure::new(
                 FailureKind::BadResult,
                 format!(
-                    "plugin says it implements contract {version}, this host implements {}",
+                    "plugin says it implements contract {version}, but its exports are of another version (this host implements {})",
                     super::module::CONTRACT_VERSION
                 ),
             ));
         }
-        inst.call(limits.init_timeout, |s, i| i.lifecycle.call_init(s, args))?
+        inst.call(limits.init_timeout, |s, i| i.lifecycle.init(s, args))?
             .map_err(|m| {
                 PluginFailure::new(FailureKind::Plugin, format!("rejected its args: {m}"))
             })?;
+        inst.interests = inst.key_interests()?;
         Ok(inst)
     }
 
@@ -229,7 +201,7 @@ impl Instance {
         } else {
             self.limits.call_timeout
         };
-        self.call(deadline, |s, i| i.lifecycle.call_apply(s, deltas))
+        self.call(deadline, |s, i| i.lifecycle.apply(s, deltas))
     }
 
     pub fn cycle_start(
@@ -237,13 +209,13 @@ impl Instance {
         pod: &wit::Pod,
     ) -> Result<Result<wit::CyclePlan, String>, PluginFailure> {
         let t = self.limits.call_timeout;
-        self.call(t, |s, i| i.lifecycle.call_cycle_start(s, pod))
+        self.call(t, |s, i| i.lifecycle.cycle_start(s, pod))
     }
 
     pub fn filter(&mut self, nodes: &[u32]) -> Result<Vec<Option<wit::Rejection>>, PluginFailure> {
         let t = self.limits.call_timeout;
         let out = self.call(t, |s, i| match &i.filter {
-            Some(f) => f.call_filter(s, nodes),
+            Some(f) => f.filter(s, nodes),
             None => Ok(vec![None; nodes.len()]),
         })?;
         check_len("filter", "verdicts", out, nodes.len())
@@ -253,7 +225,7 @@ impl Instance {
         let t = self.limits.call_timeout;
         let out = self
             .call(t, |s, i| match &i.score {
-                Some(f) => f.call_score(s, nodes),
+                Some(f) => f.score(s, nodes),
                 None => Ok(Ok(vec![0; nodes.len()])),
             })?
             .map_err(|m| PluginFailure::new(FailureKind::Plugin, m))?;
@@ -272,7 +244,7 @@ impl Instance {
         let t = self.limits.call_timeout;
         let out = self
             .call(t, |s, i| match &i.normalize {
-                Some(f) => f.call_normalize_score(s, nodes, scores),
+                Some(f) => f.normalize(s, nodes, scores),
                 None => Ok(Ok(scores.to_vec())),
             })?
             .map_err(|m| PluginFailure::new(FailureKind::Plugin, m))?;
@@ -286,10 +258,76 @@ impl Instance {
     ) -> Result<Option<i32>, PluginFailure> {
         let t = self.limits.call_timeout;
         self.call(t, |s, i| match &i.deletion_cost {
-            Some(f) => f.call_deletion_cost(s, pod, metrics),
+            Some(f) => f.deletion_cost(s, pod, metrics),
             None => Ok(Ok(None)),
         })?
         .map_err(|m| PluginFailure::new(FailureKind::Plugin, m))
+    }
+
+    /// The plugin's key interests (every key when it does not say).
+    fn key_interests(&mut self) -> Result<Interests, PluginFailure> {
+        let t = self.limits.init_timeout;
+        let declared = self.call(t, |s, i| match &i.interests {
+            Some(f) => f.call_interests(s).map(Some),
+            None => Ok(None),
+        })?;
+        Ok(declared.map(Interests::from).unwrap_or_default())
+    }
+
+    /// PostFilter advice on the candidates (`None` when not exported).
+    pub fn post_filter(
+        &mut self,
+        candidates: &[wit::Candidate],
+    ) -> Result<Option<wit::PreemptionAdvice>, PluginFailure> {
+        let t = self.limits.call_timeout;
+        let out = self.call(t, |s, i| match &i.post_filter {
+            Some(f) => f.call_post_filter(s, candidates).map(Some),
+            None => Ok(None),
+        })?;
+        match out {
+            Some(r) => r
+                .map(Some)
+                .map_err(|m| PluginFailure::new(FailureKind::Plugin, m)),
+            None => Ok(None),
+        }
+    }
+
+    /// Reserve, then the PreBind output, for the cycle's pod on `node`.
+    pub fn reserve(&mut self, node: u32) -> Result<Result<wit::PodPatch, String>, PluginFailure> {
+        let t = self.limits.call_timeout;
+        let reserved = self.call(t, |s, i| match &i.reserve {
+            Some(f) => f.call_reserve(s, node),
+            None => Ok(Ok(())),
+        })?;
+        if let Err(reason) = reserved {
+            return Ok(Err(reason));
+        }
+        self.call(t, |s, i| match &i.pre_bind {
+            Some(f) => f.call_pre_bind(s, node),
+            None => Ok(Ok(wit::PodPatch {
+                labels: Vec::new(),
+                annotations: Vec::new(),
+            })),
+        })
+    }
+
+    pub fn unreserve(&mut self, pod_uid: &str, node: u32) -> Result<(), PluginFailure> {
+        let t = self.limits.call_timeout;
+        self.call(t, |s, i| match &i.reserve {
+            Some(f) => f.call_unreserve(s, pod_uid, node),
+            None => Ok(()),
+        })
+    }
+
+    pub fn permit(&mut self, node: u32) -> Result<wit::PermitResult, PluginFailure> {
+        let t = self.limits.call_timeout;
+        self.call(t, |s, i| match &i.permit {
+            Some(f) => f.call_permit(s, node),
+            None => Ok(wit::PermitResult {
+                decision: wit::PermitDecision::Allow,
+                allow_waiting: Vec::new(),
+            }),
+        })
     }
 }
 
@@ -309,26 +347,12 @@ fn check_len<T>(
     Ok(out)
 }
 
-/// Same major and minor as ours.
-fn version_compatible(v: &str) -> bool {
-    let mm = |s: &str| s.splitn(3, '.').take(2).collect::<Vec<_>>().join(".");
-    mm(v) == mm(super::module::CONTRACT_VERSION)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::version_compatible;
-
-    /// `contract-version` must say the host's major.minor: a component
-    /// whose interfaces carry this version but that says another one is
-    /// refused at start (with both versions in the message).
-    #[test]
-    fn same_major_minor_is_compatible() {
-        assert!(version_compatible("0.1.0"));
-        assert!(version_compatible("0.1.7"));
-        assert!(!version_compatible("0.0.9"));
-        assert!(!version_compatible("0.2.0"));
-        assert!(!version_compatible("1.1.0"));
-        assert!(!version_compatible(""));
+/// The contract minor of this instance's component.
+impl Instance {
+    pub fn minor(&self) -> Minor {
+        match self.funcs.lifecycle {
+            super::exports::Lifecycle::V0_1(_) => Minor::V0_1,
+            super::exports::Lifecycle::Current(_) => Minor::Current,
+        }
     }
 }

@@ -9,13 +9,17 @@ use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
 use wasmtime::component::{Component, InstancePre, Linker};
 
-use super::bindings::{deletion_cost, filter, lifecycle, normalize_score, score};
 use super::cache::{CompileReport, DiskCache, Lookup, Origin};
 use super::engine::engine;
+use super::exports::{Exports, Indices, Minor};
 use super::instance::HostState;
 
-/// The contract version this host implements.
-pub const CONTRACT_VERSION: &str = "0.1.0";
+/// The contract version this host implements, as the `package` line of
+/// `wit/plugin.wit` states it (read by `host/build.rs`).
+pub const CONTRACT_VERSION: &str = env!("WASMSCHED_CONTRACT_VERSION");
+/// The earlier minor versions this host still runs (their WIT is kept in
+/// `wit/history/`).
+pub const OLDER_MINORS: &[&str] = &["0.1"];
 const PACKAGE: &str = "wasmsched:plugin";
 
 /// Why a file is not a usable plugin component.
@@ -30,49 +34,11 @@ pub enum LoadError {
     #[error("imports something the host does not provide: {0}")]
     Imports(String),
     #[error(
-        "was built against contract {found}, this host implements {PACKAGE}@{CONTRACT_VERSION}"
+        "was built against contract {found}, this host implements {PACKAGE}@{CONTRACT_VERSION} (and runs components of {PACKAGE} 0.1.x)"
     )]
     Version { found: String },
     #[error("does not implement the contract: {0}")]
     Contract(String),
-}
-
-/// The extension points a component exports.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Exports {
-    pub filter: bool,
-    pub score: bool,
-    pub normalize: bool,
-    pub deletion_cost: bool,
-}
-
-impl std::fmt::Display for Exports {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let mut names = vec!["lifecycle"];
-        if self.filter {
-            names.push("filter");
-        }
-        if self.score {
-            names.push("score");
-        }
-        if self.normalize {
-            names.push("normalize-score");
-        }
-        if self.deletion_cost {
-            names.push("deletion-cost");
-        }
-        f.write_str(&names.join(", "))
-    }
-}
-
-/// Lookup indices of each exported interface, resolved once.
-#[derive(Clone)]
-pub(crate) struct Indices {
-    pub lifecycle: lifecycle::GuestIndices,
-    pub filter: Option<filter::GuestIndices>,
-    pub score: Option<score::GuestIndices>,
-    pub normalize: Option<normalize_score::GuestIndices>,
-    pub deletion_cost: Option<deletion_cost::GuestIndices>,
 }
 
 /// A compiled, contract-checked component.
@@ -87,6 +53,11 @@ pub struct PluginModule {
 }
 
 impl PluginModule {
+    /// The contract minor the component was built against.
+    pub fn minor(&self) -> Minor {
+        self.indices.minor
+    }
+
     /// Compiles and checks a component. Does not run any guest code.
     /// Compiled modules are shared process-wide by content digest, so
     /// several profiles (or reloads of unchanged bytes) compile once.
@@ -182,29 +153,24 @@ impl PluginModule {
         digest: String,
         compile_time: std::time::Duration,
     ) -> Result<Arc<Self>, LoadError> {
-        check_version(component)?;
+        let minor = check_version(component)?;
         let linker = linker().map_err(|e| LoadError::Imports(format!("{e:#}")))?;
         let pre = linker
             .instantiate_pre(component)
             .map_err(|e| LoadError::Imports(format!("{e:#}")))?;
-        let lifecycle =
-            lifecycle::GuestIndices::new(&pre).map_err(|e| LoadError::Contract(e.to_string()))?;
-        let indices = Indices {
-            lifecycle,
-            filter: filter::GuestIndices::new(&pre).ok(),
-            score: score::GuestIndices::new(&pre).ok(),
-            normalize: normalize_score::GuestIndices::new(&pre).ok(),
-            deletion_cost: deletion_cost::GuestIndices::new(&pre).ok(),
-        };
-        let exports = Exports {
-            filter: indices.filter.is_some(),
-            score: indices.score.is_some(),
-            normalize: indices.normalize.is_some(),
-            deletion_cost: indices.deletion_cost.is_some(),
-        };
-        if !(exports.filter || exports.score || exports.deletion_cost) {
+        let indices = Indices::new(&pre, minor).ok_or_else(|| {
+            LoadError::Contract(format!("no usable export {PACKAGE}/lifecycle"))
+        })?;
+        let exports = indices.exports();
+        if !(exports.filter
+            || exports.score
+            || exports.deletion_cost
+            || exports.post_filter
+            || exports.reserve
+            || exports.permit)
+    {
             return Err(LoadError::Contract(
-                "exports no extension point (filter, score or deletion-cost)".into(),
+                "exports no extension point (filter, score, post-filter, reserve, permit or deletion-cost)".into(),
             ));
         }
         Ok(Arc::new(Self {
@@ -218,39 +184,64 @@ impl PluginModule {
     }
 }
 
-/// Names the contract version a component was built against when it is not
-/// ours, so the error says both versions.
-fn check_version(component: &Component) -> Result<(), LoadError> {
+/// `major.minor` of a `major.minor.patch` version.
+pub fn major_minor(v: &str) -> String {
+    v.splitn(3, '.').take(2).collect::<Vec<_>>().join(".")
+}
+
+/// The contract minor of a version this host runs, if it runs it.
+pub fn minor_of(version: &str) -> Option<Minor> {
+    let mm = major_minor(version);
+    if mm == major_minor(CONTRACT_VERSION) {
+        Some(Minor::Current)
+    } else if OLDER_MINORS.contains(&mm.as_str()) {
+        Some(Minor::V0_1)
+    } else {
+        None
+    }
+}
+
+/// Which contract minor a component's `lifecycle` export was built
+/// against; names the version when this host does not run it.
+fn check_version(component: &Component) -> Result<Minor, LoadError> {
     let ty = component.component_type();
-    let ours = format!("{PACKAGE}/lifecycle@{CONTRACT_VERSION}");
+    let prefix = format!("{PACKAGE}/lifecycle@");
     let mut other = None;
     for (name, _) in ty.exports(engine()) {
-        if name == ours {
-            return Ok(());
-        }
-        if let Some(rest) = name.strip_prefix(&format!("{PACKAGE}/")) {
+        if let Some(version) = name.strip_prefix(&prefix) {
+            match minor_of(version) {
+                Some(minor) => return Ok(minor),
+                None => other = Some(version.to_string()),
+            }
+        } else if let Some(rest) = name.strip_prefix(&format!("{PACKAGE}/")) {
             if let Some((_, version)) = rest.split_once('@') {
-                other = Some(version.to_string());
+                other.get_or_insert(version.to_string());
             }
         }
     }
     match other {
-        // Same major.minor with another patch level is compatible in
-        // principle, but the component model matches names exactly.
         Some(v) => Err(LoadError::Version {
             found: format!("{PACKAGE}@{v}"),
         }),
-        None => Err(LoadError::Contract(format!("no export named {ours}"))),
+        None => Err(LoadError::Contract(format!(
+            "no export named {PACKAGE}/lifecycle@{CONTRACT_VERSION}"
+        ))),
     }
 }
 
-/// WASI with an empty context (see `instance.rs`) plus the host interface.
+/// WASI with an empty context (see `instance.rs`) plus the host interface
+/// of every contract minor this host runs.
 fn linker() -> wasmtime::Result<Linker<HostState>> {
+    use wasmtime::component::HasSelf;
     let mut linker = Linker::new(engine());
     wasmtime_wasi::p2::add_to_linker_sync(&mut linker)?;
-    super::bindings::wasmsched::plugin::host::add_to_linker::<
-        HostState,
-        wasmtime::component::HasSelf<HostState>,
-    >(&mut linker, |s| s)?;
+    super::bindings::current::wasmsched::plugin::host::add_to_linker::<HostState, HasSelf<HostState>>(
+        &mut linker,
+        |s| s,
+    )?;
+    super::bindings::v0_1::wasmsched::plugin::host::add_to_linker::<HostState, HasSelf<HostState>>(
+        &mut linker,
+        |s| s,
+    )?;
     Ok(linker)
 }

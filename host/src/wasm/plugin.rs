@@ -8,7 +8,8 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use crate::framework::Snapshot;
+use crate::framework::registry::Handle;
+use crate::framework::{PluginHealth, Snapshot};
 use crate::model::Pod;
 
 use super::bindings::types as wit;
@@ -71,6 +72,8 @@ pub struct WasmPlugin {
     pub settings: WasmSettings,
     slots: Vec<Mutex<Option<Instance>>>,
     pub stats: PluginStats,
+    /// The profile's framework handle (Permit allows waiting pods there).
+    pub handle: Handle,
 }
 
 /// The plan of a plugin that could not say (all extension points run).
@@ -106,7 +109,42 @@ impl WasmPlugin {
             settings,
             slots,
             stats,
+            handle: Handle::default(),
         })
+    }
+
+    /// The plugin, using `handle` (its profile's waiting pods).
+    pub fn with_handle(mut self, handle: Handle) -> Self {
+        self.handle = handle;
+        self
+    }
+
+    /// What the plugin's counters say, for reports and metrics.
+    pub fn health_report(&self) -> PluginHealth {
+        PluginHealth {
+            failures: self.stats.failures(),
+            skips: self.stats.skips.load(Ordering::Relaxed),
+            instances: self.stats.instances_created.load(Ordering::Relaxed),
+            last_failure: self.stats.last_failure.lock().clone(),
+        }
+    }
+
+    /// Runs `f` on this thread's instance as it is (no catch-up, no
+    /// cycle): for calls after the cycle, such as Unreserve. `None` when
+    /// this thread has no instance.
+    pub fn with_current<R>(
+        &self,
+        f: impl FnOnce(&mut Instance) -> Result<R, PluginFailure>,
+    ) -> Option<Result<R, PluginFailure>> {
+        let slot = &self.slots[current_slot() % self.slots.len()];
+        let mut guard = slot.lock();
+        let inst = guard.as_mut()?;
+        let result = f(inst);
+        if let Err(failure) = &result {
+            *guard = None;
+            self.stats.record(failure);
+        }
+        Some(result)
     }
 
     pub fn failure_policy(&self) -> FailurePolicy {
@@ -153,20 +191,23 @@ impl WasmPlugin {
                 &self.settings.args,
             )?;
             self.stats.instances_created.fetch_add(1, Ordering::Relaxed);
-            inst.apply(&convert::deltas(&snapshot.as_changes()), true)?;
+            let deltas = convert::deltas(&snapshot.as_changes(), &inst.interests);
+            inst.apply(&deltas, true)?;
             inst.applied = generation;
             *slot = Some(inst);
         }
         let inst = slot.as_mut().expect("instance was just ensured");
         if inst.applied != generation {
             let changes = snapshot.changes_since(inst.applied).unwrap_or_default();
-            inst.apply(&convert::deltas(changes), false)?;
+            let deltas = convert::deltas(changes, &inst.interests);
+            inst.apply(&deltas, false)?;
             inst.applied = generation;
         }
         if let Some((id, pod)) = cycle {
             if inst.cycle.map(|(c, _)| c) != Some(id) {
                 inst.cycle = None;
-                match inst.cycle_start(&convert::pod(pod))? {
+                let record = convert::pod(pod, &inst.interests);
+                match inst.cycle_start(&record)? {
                     Ok(plan) => inst.cycle = Some((id, plan)),
                     Err(reason) => return Ok(Err(reason)),
                 }
@@ -188,7 +229,7 @@ impl WasmPlugin {
         })
     }
 
-    pub fn filter(
+    pub fn call_filter(
         &self,
         snapshot: &Snapshot,
         cycle: u64,
@@ -198,7 +239,7 @@ impl WasmPlugin {
         self.with_instance(snapshot, Some((cycle, pod)), |i| i.filter(nodes))
     }
 
-    pub fn score(
+    pub fn call_score(
         &self,
         snapshot: &Snapshot,
         cycle: u64,
@@ -209,7 +250,7 @@ impl WasmPlugin {
     }
 
     /// NormalizeScore; `None` when the plugin does not export it.
-    pub fn normalize(
+    pub fn call_normalize(
         &self,
         snapshot: &Snapshot,
         cycle: u64,
@@ -218,6 +259,52 @@ impl WasmPlugin {
         scores: &[i64],
     ) -> Result<Verdict<Option<Vec<i64>>>, PluginFailure> {
         self.with_instance(snapshot, Some((cycle, pod)), |i| i.normalize(nodes, scores))
+    }
+
+    /// Reserve and PreBind output for the cycle's pod on `node`.
+    pub fn call_reserve(
+        &self,
+        snapshot: &Snapshot,
+        cycle: u64,
+        pod: &Pod,
+        node: u32,
+    ) -> Result<Verdict<Result<wit::PodPatch, String>>, PluginFailure> {
+        self.with_instance(snapshot, Some((cycle, pod)), |i| i.reserve(node))
+    }
+
+    pub fn call_permit(
+        &self,
+        snapshot: &Snapshot,
+        cycle: u64,
+        pod: &Pod,
+        node: u32,
+    ) -> Result<Verdict<wit::PermitResult>, PluginFailure> {
+        self.with_instance(snapshot, Some((cycle, pod)), |i| i.permit(node))
+    }
+
+    pub fn call_post_filter(
+        &self,
+        snapshot: &Snapshot,
+        cycle: u64,
+        pod: &Pod,
+        candidates: &[wit::Candidate],
+    ) -> Result<Verdict<Option<wit::PreemptionAdvice>>, PluginFailure> {
+        self.with_instance(snapshot, Some((cycle, pod)), |i| i.post_filter(candidates))
+    }
+
+    /// The deletion cost of a pod (no cycle; the instance is brought up to
+    /// date with `snapshot`, which the controller leaves empty).
+    pub fn call_deletion_cost(
+        &self,
+        snapshot: &Snapshot,
+        pod: &wit::PodStatus,
+        metrics: &[(String, f64)],
+    ) -> Result<Option<i32>, PluginFailure> {
+        match self.with_instance(snapshot, None, |i| i.deletion_cost(pod, metrics)) {
+            Ok(Ok(cost)) => Ok(cost),
+            Ok(Err(reason)) => Err(PluginFailure::new(super::FailureKind::Plugin, reason)),
+            Err(f) => Err(f),
+        }
     }
 
     /// Records that the plugin was skipped for a pod (`Ignore` policy).

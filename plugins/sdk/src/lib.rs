@@ -59,9 +59,6 @@ pub use wit_bindgen as __wit_bindgen;
 #[doc(hidden)]
 pub use bindings::wasmsched::plugin::host as __host;
 
-/// The contract version this SDK implements.
-pub const CONTRACT_VERSION: &str = "0.1.0";
-
 /// Writes to the scheduler's log, attributed to this plugin. Outside wasm
 /// (native unit tests) it prints to stderr.
 pub fn log(level: types::LogLevel, message: &str) {

@@ -4,7 +4,9 @@
 //! matters when a caller asks to place (or re-check) a pod that already
 //! names one, and keeps upstream's semantics for it.
 
-use crate::framework::{CycleContext, CycleState, FilterPlugin, NodeInfo, Rejection};
+use std::sync::Arc;
+
+use crate::framework::{CycleContext, CycleState, FilterPlugin, NodeInfo, Rejection, Plugin};
 
 pub const NAME: &str = "NodeName";
 
@@ -14,10 +16,13 @@ pub const ERR_REASON: &str = "node(s) didn't match the requested node name";
 #[derive(Debug, Clone, Copy, Default)]
 pub struct NodeName;
 
-impl FilterPlugin for NodeName {
-    fn name(&self) -> &'static str {
+impl Plugin for NodeName {
+    fn name(&self) -> &str {
         NAME
     }
+}
+
+impl FilterPlugin for NodeName {
 
     fn filter(
         &self,
@@ -32,12 +37,22 @@ impl FilterPlugin for NodeName {
     }
 }
 
+/// The registry's factory.
+pub fn new(
+    args: Option<&serde_json::Value>,
+    _handle: &crate::framework::registry::Handle,
+) -> Result<crate::framework::PluginBundle, String> {
+    super::helpers::no_args(NAME, args)?;
+    let p = Arc::new(NodeName);
+    Ok(crate::framework::PluginBundle::new(p.clone()).with_filter(&p))
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::plugins::testutil::*;
+    use crate::framework::plugins::testutil::*;
 
     #[test]
     fn pod_without_node_name_fits_everywhere() {

@@ -2,10 +2,10 @@
 //! keep it off a node; untolerated PreferNoSchedule taints make the node
 //! less attractive.
 
+use std::sync::Arc;
+
 use crate::framework::interface::default_normalize;
-use crate::framework::{
-    CycleContext, CycleState, FilterPlugin, NodeInfo, PluginError, Rejection, ScorePlugin,
-};
+use crate::framework::{CycleContext, CycleState, Decision, FilterPlugin, NodeInfo, Plugin, PluginError, Rejection, ScorePlugin};
 use crate::model::pod::tolerated;
 use crate::model::TaintEffect;
 
@@ -14,10 +14,13 @@ pub const NAME: &str = "TaintToleration";
 #[derive(Debug, Clone, Copy, Default)]
 pub struct TaintToleration;
 
-impl FilterPlugin for TaintToleration {
-    fn name(&self) -> &'static str {
+impl Plugin for TaintToleration {
+    fn name(&self) -> &str {
         NAME
     }
+}
+
+impl FilterPlugin for TaintToleration {
 
     /// Upstream reports the first untolerated taint in the node's order,
     /// so the message names one taint even when several block the pod.
@@ -42,9 +45,6 @@ impl FilterPlugin for TaintToleration {
 }
 
 impl ScorePlugin for TaintToleration {
-    fn name(&self) -> &'static str {
-        NAME
-    }
 
     /// The number of PreferNoSchedule taints the pod does not tolerate.
     fn score(
@@ -69,11 +69,22 @@ impl ScorePlugin for TaintToleration {
         &self,
         _ctx: &CycleContext,
         _state: &CycleState,
+        _nodes: &[&NodeInfo],
         scores: &mut [i64],
-    ) -> Result<(), PluginError> {
+    ) -> Result<Decision, PluginError> {
         default_normalize(scores, true);
-        Ok(())
+        Ok(Decision::Run)
     }
+}
+
+/// The registry's factory.
+pub fn new(
+    args: Option<&serde_json::Value>,
+    _handle: &crate::framework::registry::Handle,
+) -> Result<crate::framework::PluginBundle, String> {
+    super::helpers::no_args(NAME, args)?;
+    let p = Arc::new(TaintToleration);
+    Ok(crate::framework::PluginBundle::new(p.clone()).with_filter(&p).with_score(&p))
 }
 
 #[cfg(test)]
@@ -81,7 +92,7 @@ mod tests {
     use serde_json::{json, Value};
 
     use super::*;
-    use crate::plugins::testutil::*;
+    use crate::framework::plugins::testutil::*;
 
     fn filter(tolerations: Value, taints: Value) -> Result<(), Rejection> {
         let snap = cluster(vec![N::new("n1").taints(taints).build()], vec![]);

@@ -12,9 +12,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use crate::framework::interface::MAX_NODE_SCORE;
-use crate::framework::{
-    CycleContext, CycleState, FilterPlugin, NodeInfo, PluginError, Rejection, ScorePlugin, Snapshot,
-};
+use crate::framework::{CycleContext, CycleState, Decision, FilterPlugin, NodeInfo, Plugin, PluginError, PreFilterPlugin, PreScorePlugin, Rejection, ScorePlugin, Snapshot};
 use crate::model::pod::{SpreadConstraint, WhenUnsatisfiable};
 use crate::model::selector::LabelSelector;
 use crate::model::{Node, Pod};
@@ -124,7 +122,7 @@ fn counted(pod: &Pod, node: &Node, constraints: &[SpreadConstraint]) -> bool {
 // ---------------------------------------------------------------------------
 
 /// What Filter needs, computed once per cycle.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct FilterState {
     /// The pod's DoNotSchedule constraints.
     constraints: Vec<SpreadConstraint>,
@@ -200,15 +198,36 @@ impl FilterState {
     }
 }
 
-impl FilterPlugin for PodTopologySpread {
-    fn name(&self) -> &'static str {
+impl Plugin for PodTopologySpread {
+    fn name(&self) -> &str {
         NAME
     }
+}
 
-    fn pre_filter(&self, ctx: &CycleContext, state: &mut CycleState) -> Result<(), Rejection> {
+impl PreFilterPlugin for PodTopologySpread {
+    fn pre_filter(&self, ctx: &CycleContext, state: &mut CycleState) -> Result<Decision, Rejection> {
         state.write(PRE_FILTER_KEY, FilterState::compute(ctx.pod, ctx.snapshot));
-        Ok(())
+        Ok(Decision::Run)
     }
+}
+
+impl PreScorePlugin for PodTopologySpread {
+    fn pre_score(
+        &self,
+        ctx: &CycleContext,
+        state: &mut CycleState,
+        feasible: &[&NodeInfo],
+    ) -> Result<Decision, PluginError> {
+        state.write(
+            PRE_SCORE_KEY,
+            ScoreState::compute(ctx.pod, ctx.snapshot, feasible),
+        );
+        Ok(Decision::Run)
+    }
+}
+
+impl FilterPlugin for PodTopologySpread {
+
 
     fn filter(
         &self,
@@ -230,7 +249,7 @@ impl FilterPlugin for PodTopologySpread {
 // ---------------------------------------------------------------------------
 
 /// What Score and NormalizeScore need.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct ScoreState {
     /// The pod's ScheduleAnyway constraints; empty means "not scored".
     constraints: Vec<SpreadConstraint>,
@@ -315,22 +334,7 @@ impl ScoreState {
 }
 
 impl ScorePlugin for PodTopologySpread {
-    fn name(&self) -> &'static str {
-        NAME
-    }
 
-    fn pre_score(
-        &self,
-        ctx: &CycleContext,
-        state: &mut CycleState,
-        feasible: &[&NodeInfo],
-    ) -> Result<(), PluginError> {
-        state.write(
-            PRE_SCORE_KEY,
-            ScoreState::compute(ctx.pod, ctx.snapshot, feasible),
-        );
-        Ok(())
-    }
 
     /// Upstream: `round(sum over constraints of count * weight + maxSkew - 1)`;
     /// more matching pods in the node's domains means a higher raw score,
@@ -374,14 +378,15 @@ impl ScorePlugin for PodTopologySpread {
         &self,
         _ctx: &CycleContext,
         state: &CycleState,
+        _nodes: &[&NodeInfo],
         scores: &mut [i64],
-    ) -> Result<(), PluginError> {
+    ) -> Result<Decision, PluginError> {
         let s = state
             .read::<ScoreState>(PRE_SCORE_KEY)
             .ok_or_else(|| PluginError(format!("{NAME}: PreScore state missing")))?;
         if s.constraints.is_empty() {
             // Upstream skips the plugin: every node keeps 0.
-            return Ok(());
+            return Ok(Decision::Run);
         }
         let ignored = |i: usize| s.ignored_positions.get(i).copied().unwrap_or(false);
         let (mut min, mut max) = (i64::MAX, 0i64);
@@ -400,8 +405,18 @@ impl ScorePlugin for PodTopologySpread {
                 MAX_NODE_SCORE.saturating_mul(max.saturating_add(min).saturating_sub(*v)) / max
             };
         }
-        Ok(())
+        Ok(Decision::Run)
     }
+}
+
+/// The registry's factory.
+pub fn new(
+    args: Option<&serde_json::Value>,
+    _handle: &crate::framework::registry::Handle,
+) -> Result<crate::framework::PluginBundle, String> {
+    let p = PodTopologySpread::from_args(args).map_err(|e| format!("{NAME} args: {e}"))?;
+    let p = Arc::new(p);
+    Ok(crate::framework::PluginBundle::new(p.clone()).with_pre_filter(&p).with_filter(&p).with_pre_score(&p).with_score(&p))
 }
 
 #[cfg(test)]
@@ -412,7 +427,7 @@ mod tests {
 
     use super::*;
     use crate::model::Pod;
-    use crate::plugins::testutil::*;
+    use crate::framework::plugins::testutil::*;
 
     const ZONE: &str = "zone";
 
@@ -645,10 +660,7 @@ mod tests {
     fn filter_without_pre_filter_gives_the_same_answer() {
         let snap = cluster(four_nodes(), matching(&[("node-a", 2), ("node-y", 1)]));
         let pod = incoming(json!([constraint(1, ZONE, "DoNotSchedule")])).build();
-        let ctx = CycleContext {
-            pod: &pod,
-            snapshot: &snap,
-        };
+        let ctx = ctx(&pod, &snap);
         let state = CycleState::default();
         assert_eq!(
             PodTopologySpread.filter(&ctx, &state, snap.by_name("node-a").unwrap()),

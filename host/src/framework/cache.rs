@@ -216,6 +216,26 @@ impl Cache {
         Some(bound)
     }
 
+    /// Merges `labels` and `annotations` into an assumed pod (PreBind
+    /// output), so later cycles and plugin instances see them. Returns the
+    /// patched pod.
+    pub fn patch_assumed(
+        &mut self,
+        uid: &str,
+        labels: &[(String, String)],
+        annotations: &[(String, String)],
+    ) -> Option<Arc<Pod>> {
+        let node = self.assumed.get(uid)?.node.clone();
+        let index = self.snapshot.index_of(&node)?;
+        let (_, pod) = self.snapshot.remove_pod(uid)?;
+        let mut patched = (*pod).clone();
+        patched.labels.extend(labels.iter().cloned());
+        patched.annotations.extend(annotations.iter().cloned());
+        let patched = Arc::new(patched);
+        self.snapshot.add_pod(index, patched.clone());
+        Some(patched)
+    }
+
     /// Whether a pod is still assumed on `node` and the node is still
     /// there: the binder checks this right before the bind call.
     pub fn still_assumed(&self, uid: &str, node: &str) -> bool {
@@ -261,6 +281,20 @@ impl Cache {
         self.queue.add_backoff(pending, now_ms);
     }
 
+    /// Puts a pod that was refused after it was assumed (a Permit
+    /// rejection) in the unschedulable pool, unless it was deleted or
+    /// bound meanwhile.
+    pub fn requeue_unschedulable(&mut self, pod: Arc<Pod>) {
+        if self.bound.contains_key(&pod.uid) || self.assumed.contains_key(&pod.uid) {
+            return;
+        }
+        let mut pending = (*pod).clone();
+        pending.node_name = None;
+        let pending = Arc::new(pending);
+        self.pending.insert(pod.uid.clone(), pending.clone());
+        self.queue.add_unschedulable(pending);
+    }
+
     /// Forgets assumed pods whose binding succeeded long ago but never
     /// showed up in the watch. Returns their uids.
     pub fn expire_assumed(&mut self, now_ms: u64) -> Vec<String> {
@@ -289,7 +323,7 @@ impl Cache {
 mod tests {
     use std::collections::HashSet;
 
-    use crate::plugins::testutil::{N, P};
+    use crate::framework::plugins::testutil::{N, P};
 
     use super::*;
 

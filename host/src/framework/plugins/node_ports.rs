@@ -4,7 +4,9 @@
 //! the same protocol and port number when either side binds `0.0.0.0` (all
 //! addresses) or both bind the same address.
 
-use crate::framework::{CycleContext, CycleState, FilterPlugin, NodeInfo, Rejection};
+use std::sync::Arc;
+
+use crate::framework::{CycleContext, CycleState, FilterPlugin, NodeInfo, Rejection, Plugin};
 use crate::model::pod::HostPort;
 
 pub const NAME: &str = "NodePorts";
@@ -45,10 +47,13 @@ pub fn conflicts(used: &[HostPort], want: &HostPort) -> bool {
     })
 }
 
-impl FilterPlugin for NodePorts {
-    fn name(&self) -> &'static str {
+impl Plugin for NodePorts {
+    fn name(&self) -> &str {
         NAME
     }
+}
+
+impl FilterPlugin for NodePorts {
 
     fn filter(
         &self,
@@ -70,12 +75,22 @@ impl FilterPlugin for NodePorts {
     }
 }
 
+/// The registry's factory.
+pub fn new(
+    args: Option<&serde_json::Value>,
+    _handle: &crate::framework::registry::Handle,
+) -> Result<crate::framework::PluginBundle, String> {
+    super::helpers::no_args(NAME, args)?;
+    let p = Arc::new(NodePorts);
+    Ok(crate::framework::PluginBundle::new(p.clone()).with_filter(&p))
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::{json, Value};
 
     use super::*;
-    use crate::plugins::testutil::*;
+    use crate::framework::plugins::testutil::*;
 
     /// Whether a pod asking for `want` fits next to a pod holding `used`.
     fn fits(used: Value, want: Value) -> bool {

@@ -6,12 +6,12 @@
 //! each term per topology pair (`key=value` of the placed pod's node), so
 //! that Filter and Score only look up the node's labels.
 
+use std::sync::Arc;
+
 use serde_json::Value;
 
 use crate::framework::interface::MAX_NODE_SCORE;
-use crate::framework::{
-    CycleContext, CycleState, FilterPlugin, NodeInfo, PluginError, Rejection, ScorePlugin, Snapshot,
-};
+use crate::framework::{CycleContext, CycleState, Decision, FilterPlugin, NodeInfo, Plugin, PluginError, PreFilterPlugin, PreScorePlugin, Rejection, ScorePlugin, Snapshot};
 use crate::model::pod::PodAffinityTerm;
 use crate::model::{Node, Pod};
 
@@ -92,7 +92,7 @@ fn matches_all(pod: &Pod, terms: &[PodAffinityTerm]) -> bool {
 }
 
 /// What Filter needs, computed once per cycle.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct FilterState {
     /// Pairs holding existing pods whose required anti-affinity matches the
     /// incoming pod.
@@ -192,15 +192,33 @@ impl FilterState {
     }
 }
 
-impl FilterPlugin for InterPodAffinity {
-    fn name(&self) -> &'static str {
+impl Plugin for InterPodAffinity {
+    fn name(&self) -> &str {
         NAME
     }
+}
 
-    fn pre_filter(&self, ctx: &CycleContext, state: &mut CycleState) -> Result<(), Rejection> {
+impl PreFilterPlugin for InterPodAffinity {
+    fn pre_filter(&self, ctx: &CycleContext, state: &mut CycleState) -> Result<Decision, Rejection> {
         state.write(PRE_FILTER_KEY, FilterState::compute(ctx.pod, ctx.snapshot));
-        Ok(())
+        Ok(Decision::Run)
     }
+}
+
+impl PreScorePlugin for InterPodAffinity {
+    fn pre_score(
+        &self,
+        ctx: &CycleContext,
+        state: &mut CycleState,
+        _feasible: &[&NodeInfo],
+    ) -> Result<Decision, PluginError> {
+        state.write(PRE_SCORE_KEY, self.compute_scores(ctx.pod, ctx.snapshot));
+        Ok(Decision::Run)
+    }
+}
+
+impl FilterPlugin for InterPodAffinity {
+
 
     fn filter(
         &self,
@@ -218,7 +236,7 @@ impl FilterPlugin for InterPodAffinity {
 }
 
 /// What Score needs: the summed weights per topology pair.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct ScoreState {
     topology_score: TopologyCounts,
 }
@@ -295,19 +313,7 @@ impl InterPodAffinity {
 }
 
 impl ScorePlugin for InterPodAffinity {
-    fn name(&self) -> &'static str {
-        NAME
-    }
 
-    fn pre_score(
-        &self,
-        ctx: &CycleContext,
-        state: &mut CycleState,
-        _feasible: &[&NodeInfo],
-    ) -> Result<(), PluginError> {
-        state.write(PRE_SCORE_KEY, self.compute_scores(ctx.pod, ctx.snapshot));
-        Ok(())
-    }
 
     /// The summed weights of the pairs the node is in: positive for
     /// affinity, negative for anti-affinity.
@@ -330,16 +336,17 @@ impl ScorePlugin for InterPodAffinity {
         &self,
         _ctx: &CycleContext,
         state: &CycleState,
+        _nodes: &[&NodeInfo],
         scores: &mut [i64],
-    ) -> Result<(), PluginError> {
+    ) -> Result<Decision, PluginError> {
         let s = state
             .read::<ScoreState>(PRE_SCORE_KEY)
             .ok_or_else(|| PluginError(format!("{NAME}: PreScore state missing")))?;
         if s.topology_score.is_empty() {
-            return Ok(());
+            return Ok(Decision::Run);
         }
         let (Some(&min), Some(&max)) = (scores.iter().min(), scores.iter().max()) else {
-            return Ok(());
+            return Ok(Decision::Run);
         };
         let diff = max.saturating_sub(min);
         for v in scores.iter_mut() {
@@ -350,8 +357,18 @@ impl ScorePlugin for InterPodAffinity {
             };
             *v = f as i64;
         }
-        Ok(())
+        Ok(Decision::Run)
     }
+}
+
+/// The registry's factory.
+pub fn new(
+    args: Option<&serde_json::Value>,
+    _handle: &crate::framework::registry::Handle,
+) -> Result<crate::framework::PluginBundle, String> {
+    let p = InterPodAffinity::from_args(args).map_err(|e| format!("{NAME} args: {e}"))?;
+    let p = Arc::new(p);
+    Ok(crate::framework::PluginBundle::new(p.clone()).with_pre_filter(&p).with_filter(&p).with_pre_score(&p).with_score(&p))
 }
 
 #[cfg(test)]
@@ -359,7 +376,7 @@ mod tests {
     use serde_json::{json, Value};
 
     use super::*;
-    use crate::plugins::testutil::*;
+    use crate::framework::plugins::testutil::*;
 
     const HOST: &str = "kubernetes.io/hostname";
     const ZONE: &str = "topology.kubernetes.io/zone";
@@ -610,10 +627,7 @@ mod tests {
         let pod = P::new("p")
             .affinity(required_anti(json!([term("app", &["web"], HOST)])))
             .build();
-        let ctx = CycleContext {
-            pod: &pod,
-            snapshot: &snap,
-        };
+        let ctx = ctx(&pod, &snap);
         let state = CycleState::default();
         let plugin = InterPodAffinity::default();
         let n1 = snap.by_name("n1").unwrap();

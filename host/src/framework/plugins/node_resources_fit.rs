@@ -2,14 +2,15 @@
 //! one more pod); among fitting nodes, score by how allocated they would be
 //! (`LeastAllocated` spreads, `MostAllocated` packs).
 
+use std::sync::Arc;
+
 use std::collections::BTreeSet;
 
 use serde_json::{Map, Value};
 
 use crate::framework::interface::MAX_NODE_SCORE;
 use crate::framework::{
-    CycleContext, CycleState, FilterPlugin, NodeInfo, PluginError, Rejection, ScorePlugin,
-};
+    CycleContext, CycleState, FilterPlugin, NodeInfo, PluginError, Rejection, ScorePlugin, Plugin};
 use crate::model::resources::{CPU, EPHEMERAL_STORAGE, MEMORY, PODS};
 use crate::model::Pod;
 
@@ -261,10 +262,13 @@ impl NodeResourcesFit {
     }
 }
 
-impl FilterPlugin for NodeResourcesFit {
-    fn name(&self) -> &'static str {
+impl Plugin for NodeResourcesFit {
+    fn name(&self) -> &str {
         NAME
     }
+}
+
+impl FilterPlugin for NodeResourcesFit {
 
     fn filter(
         &self,
@@ -304,9 +308,6 @@ pub fn most_requested_score(requested: i64, capacity: i64) -> i64 {
 }
 
 impl ScorePlugin for NodeResourcesFit {
-    fn name(&self) -> &'static str {
-        NAME
-    }
 
     /// Upstream `leastResourceScorer`/`mostResourceScorer`: the weighted
     /// average of the per-resource scores, over the resources the node has.
@@ -333,12 +334,22 @@ impl ScorePlugin for NodeResourcesFit {
     }
 }
 
+/// The registry's factory.
+pub fn new(
+    args: Option<&serde_json::Value>,
+    _handle: &crate::framework::registry::Handle,
+) -> Result<crate::framework::PluginBundle, String> {
+    let fit = FitArgs::parse(args).map_err(|e| format!("{NAME} args: {e}"))?;
+    let p = Arc::new(NodeResourcesFit::new(fit));
+    Ok(crate::framework::PluginBundle::new(p.clone()).with_filter(&p).with_score(&p))
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::plugins::testutil::*;
+    use crate::framework::plugins::testutil::*;
 
     fn fit() -> NodeResourcesFit {
         NodeResourcesFit::default()

@@ -2,10 +2,12 @@
 //! used in similar proportions (a node with cpu full and memory idle
 //! strands its memory).
 
+use std::sync::Arc;
+
 use serde_json::Value;
 
 use crate::framework::interface::MAX_NODE_SCORE;
-use crate::framework::{CycleContext, CycleState, NodeInfo, PluginError, ScorePlugin};
+use crate::framework::{CycleContext, CycleState, NodeInfo, PluginError, ScorePlugin, Plugin};
 use crate::model::resources::{CPU, MEMORY};
 
 use super::helpers::{allocatable_and_requested, args_object, int_in, json_type, reject_unknown};
@@ -101,10 +103,13 @@ pub fn balanced_score(pairs: &[(i64, i64)]) -> i64 {
     ((1.0 - std) * MAX_NODE_SCORE as f64) as i64
 }
 
-impl ScorePlugin for BalancedAllocation {
-    fn name(&self) -> &'static str {
+impl Plugin for BalancedAllocation {
+    fn name(&self) -> &str {
         NAME
     }
+}
+
+impl ScorePlugin for BalancedAllocation {
 
     /// Uses the actual requests (not the non-zero defaults). A pod that
     /// requests none of the resources scores 0 everywhere, as upstream
@@ -128,12 +133,22 @@ impl ScorePlugin for BalancedAllocation {
     }
 }
 
+/// The registry's factory.
+pub fn new(
+    args: Option<&serde_json::Value>,
+    _handle: &crate::framework::registry::Handle,
+) -> Result<crate::framework::PluginBundle, String> {
+    let p = BalancedAllocation::from_args(args).map_err(|e| format!("{NAME} args: {e}"))?;
+    let p = Arc::new(p);
+    Ok(crate::framework::PluginBundle::new(p.clone()).with_score(&p))
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::plugins::testutil::*;
+    use crate::framework::plugins::testutil::*;
 
     #[test]
     fn two_resources_use_half_the_fraction_difference() {

@@ -1,7 +1,9 @@
 //! NodeUnschedulable: keeps pods off cordoned nodes (`spec.unschedulable`)
 //! unless they tolerate the taint a cordon implies.
 
-use crate::framework::{CycleContext, CycleState, FilterPlugin, NodeInfo, Rejection};
+use std::sync::Arc;
+
+use crate::framework::{CycleContext, CycleState, FilterPlugin, NodeInfo, Rejection, Plugin};
 use crate::model::pod::tolerated;
 use crate::model::{Taint, TaintEffect};
 
@@ -18,10 +20,13 @@ pub const TAINT_KEY: &str = "node.kubernetes.io/unschedulable";
 #[derive(Debug, Clone, Copy, Default)]
 pub struct NodeUnschedulable;
 
-impl FilterPlugin for NodeUnschedulable {
-    fn name(&self) -> &'static str {
+impl Plugin for NodeUnschedulable {
+    fn name(&self) -> &str {
         NAME
     }
+}
+
+impl FilterPlugin for NodeUnschedulable {
 
     fn filter(
         &self,
@@ -46,12 +51,22 @@ impl FilterPlugin for NodeUnschedulable {
     }
 }
 
+/// The registry's factory.
+pub fn new(
+    args: Option<&serde_json::Value>,
+    _handle: &crate::framework::registry::Handle,
+) -> Result<crate::framework::PluginBundle, String> {
+    super::helpers::no_args(NAME, args)?;
+    let p = Arc::new(NodeUnschedulable);
+    Ok(crate::framework::PluginBundle::new(p.clone()).with_filter(&p))
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::plugins::testutil::*;
+    use crate::framework::plugins::testutil::*;
 
     fn run(pod: P, node: N) -> Result<(), Rejection> {
         let snap = cluster(vec![node.build()], vec![]);

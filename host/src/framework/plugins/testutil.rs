@@ -9,7 +9,8 @@ use k8s_openapi::api::core::v1 as k8s;
 use serde_json::{json, Value};
 
 use crate::framework::{
-    CycleContext, CycleState, FilterPlugin, NodeInfo, Rejection, ScorePlugin, Snapshot,
+    CycleContext, CycleState, FilterPlugin, NodeInfo, PreFilterPlugin, PreScorePlugin, Rejection,
+    ScorePlugin, Snapshot,
 };
 use crate::model::{Node, Pod};
 
@@ -166,19 +167,66 @@ pub fn cluster(nodes: Vec<Node>, placed: Vec<(&str, Pod)>) -> Snapshot {
     s
 }
 
+/// A plugin under test: its PreFilter and PreScore, where it has them.
+pub trait Prep {
+    fn pre_filter_plugin(&self) -> Option<&dyn PreFilterPlugin> {
+        None
+    }
+    fn pre_score_plugin(&self) -> Option<&dyn PreScorePlugin> {
+        None
+    }
+}
+
+impl Prep for dyn FilterPlugin {}
+impl Prep for dyn ScorePlugin {}
+impl Prep for super::NodeUnschedulable {}
+impl Prep for super::NodeName {}
+impl Prep for super::TaintToleration {}
+impl Prep for super::NodeAffinity {}
+impl Prep for super::NodePorts {}
+impl Prep for super::NodeResourcesFit {}
+impl Prep for super::BalancedAllocation {}
+
+impl Prep for super::PodTopologySpread {
+    fn pre_filter_plugin(&self) -> Option<&dyn PreFilterPlugin> {
+        Some(self)
+    }
+    fn pre_score_plugin(&self) -> Option<&dyn PreScorePlugin> {
+        Some(self)
+    }
+}
+
+impl Prep for super::InterPodAffinity {
+    fn pre_filter_plugin(&self) -> Option<&dyn PreFilterPlugin> {
+        Some(self)
+    }
+    fn pre_score_plugin(&self) -> Option<&dyn PreScorePlugin> {
+        Some(self)
+    }
+}
+
+/// The cycle context of `pod` on `snap`.
+pub fn ctx<'a>(pod: &'a Pod, snap: &'a Snapshot) -> CycleContext<'a> {
+    CycleContext {
+        pod,
+        snapshot: snap,
+        cycle: 1,
+    }
+}
+
 /// PreFilter then Filter on every node, as the cycle does; a PreFilter
 /// rejection rejects every node.
-pub fn filter_all(
-    plugin: &dyn FilterPlugin,
+pub fn filter_all<T: FilterPlugin + Prep + ?Sized>(
+    plugin: &T,
     pod: &Pod,
     snap: &Snapshot,
 ) -> BTreeMap<String, Result<(), Rejection>> {
-    let ctx = CycleContext {
-        pod,
-        snapshot: snap,
-    };
+    let ctx = ctx(pod, snap);
     let mut state = CycleState::default();
-    let pre = plugin.pre_filter(&ctx, &mut state);
+    let pre = match plugin.pre_filter_plugin() {
+        Some(p) => p.pre_filter(&ctx, &mut state).map(|_| ()),
+        None => Ok(()),
+    };
     snap.nodes()
         .map(|n| {
             let r = match &pre {
@@ -191,40 +239,45 @@ pub fn filter_all(
 }
 
 /// PreScore, Score and NormalizeScore over every node of the snapshot.
-pub fn score_all(plugin: &dyn ScorePlugin, pod: &Pod, snap: &Snapshot) -> BTreeMap<String, i64> {
+pub fn score_all<T: ScorePlugin + Prep + ?Sized>(
+    plugin: &T,
+    pod: &Pod,
+    snap: &Snapshot,
+) -> BTreeMap<String, i64> {
     let nodes: Vec<&NodeInfo> = snap.nodes().collect();
     score_nodes(plugin, pod, snap, &nodes, true)
 }
 
 /// Score without normalization, over every node.
-pub fn raw_scores(plugin: &dyn ScorePlugin, pod: &Pod, snap: &Snapshot) -> BTreeMap<String, i64> {
+pub fn raw_scores<T: ScorePlugin + Prep + ?Sized>(
+    plugin: &T,
+    pod: &Pod,
+    snap: &Snapshot,
+) -> BTreeMap<String, i64> {
     let nodes: Vec<&NodeInfo> = snap.nodes().collect();
     score_nodes(plugin, pod, snap, &nodes, false)
 }
 
 /// PreScore/Score(/NormalizeScore) over `feasible`, a subset of the snapshot.
-pub fn score_nodes(
-    plugin: &dyn ScorePlugin,
+pub fn score_nodes<T: ScorePlugin + Prep + ?Sized>(
+    plugin: &T,
     pod: &Pod,
     snap: &Snapshot,
     feasible: &[&NodeInfo],
     normalize: bool,
 ) -> BTreeMap<String, i64> {
-    let ctx = CycleContext {
-        pod,
-        snapshot: snap,
-    };
+    let ctx = ctx(pod, snap);
     let mut state = CycleState::default();
-    plugin
-        .pre_score(&ctx, &mut state, feasible)
-        .expect("pre_score");
+    if let Some(p) = plugin.pre_score_plugin() {
+        p.pre_score(&ctx, &mut state, feasible).expect("pre_score");
+    }
     let mut scores: Vec<i64> = feasible
         .iter()
         .map(|n| plugin.score(&ctx, &state, n).expect("score"))
         .collect();
     if normalize {
         plugin
-            .normalize(&ctx, &state, &mut scores)
+            .normalize(&ctx, &state, feasible, &mut scores)
             .expect("normalize");
     }
     feasible

@@ -1,10 +1,10 @@
 //! NodeAffinity: `nodeSelector` and required node affinity filter nodes;
 //! preferred node affinity terms add their weights to a node's score.
 
+use std::sync::Arc;
+
 use crate::framework::interface::default_normalize;
-use crate::framework::{
-    CycleContext, CycleState, FilterPlugin, NodeInfo, PluginError, Rejection, ScorePlugin,
-};
+use crate::framework::{CycleContext, CycleState, Decision, FilterPlugin, NodeInfo, Plugin, PluginError, Rejection, ScorePlugin};
 
 use super::helpers::matches_required_node_affinity;
 
@@ -16,10 +16,13 @@ pub const ERR_REASON: &str = "node(s) didn't match Pod's node affinity/selector"
 #[derive(Debug, Clone, Copy, Default)]
 pub struct NodeAffinity;
 
-impl FilterPlugin for NodeAffinity {
-    fn name(&self) -> &'static str {
+impl Plugin for NodeAffinity {
+    fn name(&self) -> &str {
         NAME
     }
+}
+
+impl FilterPlugin for NodeAffinity {
 
     fn filter(
         &self,
@@ -37,9 +40,6 @@ impl FilterPlugin for NodeAffinity {
 }
 
 impl ScorePlugin for NodeAffinity {
-    fn name(&self) -> &'static str {
-        NAME
-    }
 
     /// The sum of the weights of the preferred terms the node matches
     /// (an empty term matches nothing, as upstream).
@@ -64,11 +64,22 @@ impl ScorePlugin for NodeAffinity {
         &self,
         _ctx: &CycleContext,
         _state: &CycleState,
+        _nodes: &[&NodeInfo],
         scores: &mut [i64],
-    ) -> Result<(), PluginError> {
+    ) -> Result<Decision, PluginError> {
         default_normalize(scores, false);
-        Ok(())
+        Ok(Decision::Run)
     }
+}
+
+/// The registry's factory.
+pub fn new(
+    args: Option<&serde_json::Value>,
+    _handle: &crate::framework::registry::Handle,
+) -> Result<crate::framework::PluginBundle, String> {
+    super::helpers::no_args(NAME, args)?;
+    let p = Arc::new(NodeAffinity);
+    Ok(crate::framework::PluginBundle::new(p.clone()).with_filter(&p).with_score(&p))
 }
 
 #[cfg(test)]
@@ -76,7 +87,7 @@ mod tests {
     use serde_json::{json, Value};
 
     use super::*;
-    use crate::plugins::testutil::*;
+    use crate::framework::plugins::testutil::*;
 
     fn required(terms: Value) -> Value {
         json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}})

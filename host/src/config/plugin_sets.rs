@@ -1,0 +1,138 @@
+//! Which plugins a profile runs at Filter and Score (with weights), and
+//! which it runs only at other points: the registry's defaults, then
+//! `plugins.multiPoint`, then `plugins.filter` and `plugins.score`.
+
+use crate::framework::registry::{self, Factory};
+use crate::framework::Point;
+
+use super::file::{PluginSet, ProfileFile};
+use super::profiles::Modules;
+use super::{err, ConfigError};
+
+/// A profile's plugin names per point, resolved from its configuration.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ProfilePlan {
+    pub filters: Vec<String>,
+    pub scores: Vec<(String, i64)>,
+    /// Plugins with neither Filter nor Score (Bind, Permit, ...).
+    pub others: Vec<String>,
+}
+
+impl ProfilePlan {
+    /// The registry's default profile (built-in wasm plugins only when
+    /// compiled into this binary).
+    fn defaults(modules: &Modules) -> Self {
+        let mut plan = Self::default();
+        for r in registry::REGISTRY.iter().filter(|r| r.default) {
+            if matches!(r.factory, Factory::BuiltinWasm(_)) && !modules.has(r.name) {
+                continue;
+            }
+            plan.add(r.name, r.points.contains(&Point::Filter), r.points.contains(&Point::Score));
+        }
+        plan
+    }
+
+    fn add(&mut self, name: &str, filter: bool, score: bool) {
+        if filter && !self.filters.iter().any(|n| n == name) {
+            self.filters.push(name.to_string());
+        }
+        if score && !self.scores.iter().any(|(n, _)| n == name) {
+            self.scores.push((name.to_string(), registry::default_weight(name)));
+        }
+        if !filter && !score && !self.others.iter().any(|n| n == name) {
+            self.others.push(name.to_string());
+        }
+    }
+
+    /// Removes `name` everywhere; false when it was nowhere.
+    fn remove(&mut self, name: &str) -> bool {
+        let before = self.filters.len() + self.scores.len() + self.others.len();
+        self.filters.retain(|n| n != name);
+        self.scores.retain(|(n, _)| n != name);
+        self.others.retain(|n| n != name);
+        before != self.filters.len() + self.scores.len() + self.others.len()
+    }
+}
+
+/// The plan of profile `pf` (`field` names it in errors).
+pub fn resolve(pf: &ProfileFile, field: &str, modules: &mut Modules) -> Result<ProfilePlan, ConfigError> {
+    let mut plan = ProfilePlan::defaults(modules);
+    if let Some(mp) = &pf.plugins.multi_point {
+        multi_point(&mut plan, mp, &format!("{field}.plugins.multiPoint"), modules)?;
+    }
+    if let Some(s) = &pf.plugins.filter {
+        let mut list: Vec<(String, i64)> = plan.filters.iter().map(|n| (n.clone(), 0)).collect();
+        apply_set(&mut list, s, &format!("{field}.plugins.filter"), |_| 0)?;
+        plan.filters = list.into_iter().map(|(n, _)| n).collect();
+    }
+    if let Some(s) = &pf.plugins.score {
+        apply_set(&mut plan.scores, s, &format!("{field}.plugins.score"), registry::default_weight)?;
+    }
+    Ok(plan)
+}
+
+/// `multiPoint`: disabled plugins leave every point, enabled ones join the
+/// points they implement.
+fn multi_point(plan: &mut ProfilePlan, mp: &PluginSet, f: &str, modules: &mut Modules) -> Result<(), ConfigError> {
+    for (i, d) in mp.disabled.iter().enumerate() {
+        if d.name == "*" {
+            *plan = ProfilePlan::default();
+        } else if !plan.remove(&d.name) {
+            return Err(err(
+                format!("{f}.disabled[{i}].name"),
+                format!("plugin {:?} is not enabled here", d.name),
+            ));
+        }
+    }
+    for (i, e) in mp.enabled.iter().enumerate() {
+        let (filter, score) = modules
+            .capabilities(&e.name)
+            .map_err(|c| err(format!("{f}.enabled[{i}].name"), c))?;
+        plan.add(&e.name, filter, score);
+        if score {
+            let one = PluginSet {
+                enabled: vec![e.clone()],
+                disabled: vec![],
+            };
+            apply_set(&mut plan.scores, &one, f, registry::default_weight)?;
+        }
+    }
+    Ok(())
+}
+
+/// A point's `enabled`/`disabled` lists applied to its plugins.
+fn apply_set(
+    list: &mut Vec<(String, i64)>,
+    set: &PluginSet,
+    field: &str,
+    default_weight: impl Fn(&str) -> i64,
+) -> Result<(), ConfigError> {
+    for (i, d) in set.disabled.iter().enumerate() {
+        if d.name == "*" {
+            list.clear();
+        } else if !list.iter().any(|(n, _)| *n == d.name) {
+            return Err(err(
+                format!("{field}.disabled[{i}].name"),
+                format!("plugin {:?} is not enabled here", d.name),
+            ));
+        } else {
+            list.retain(|(n, _)| *n != d.name);
+        }
+    }
+    for (i, e) in set.enabled.iter().enumerate() {
+        if let Some(w) = e.weight {
+            if !(1..=100).contains(&w) {
+                return Err(err(
+                    format!("{field}.enabled[{i}].weight"),
+                    format!("must be in 1..=100, got {w}"),
+                ));
+            }
+        }
+        let weight = e.weight.unwrap_or_else(|| default_weight(&e.name));
+        match list.iter_mut().find(|(n, _)| *n == e.name) {
+            Some(entry) => entry.1 = weight,
+            None => list.push((e.name.clone(), weight)),
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,106 @@
+//! `wasmPlugins`: where each wasm plugin's component comes from and how
+//! it runs (limits, failure policy), with the built-ins as defaults.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use crate::framework::registry;
+use crate::wasm::{FailurePolicy, Limits, Source};
+
+use super::file::{ConfigFile, WasmPluginFile};
+use super::{duration, err, ConfigError};
+
+/// How a wasm plugin is loaded and run.
+#[derive(Debug, Clone)]
+pub struct WasmSpec {
+    pub source: Source,
+    pub limits: Limits,
+    pub failure_policy: FailurePolicy,
+    /// Field path of its `wasmPlugins` entry (or the built-in), for errors.
+    pub field: String,
+}
+
+/// Every wasm plugin a configuration can name: the built-ins compiled into
+/// this binary, then the `wasmPlugins` entries (which may re-configure a
+/// built-in).
+pub fn wasm_specs(file: &ConfigFile, base: &Path) -> Result<HashMap<String, WasmSpec>, ConfigError> {
+    let mut specs = HashMap::new();
+    for (name, krate) in registry::builtin_wasm() {
+        if crate::wasm::loader::builtin(krate).is_some() {
+            let spec = WasmSpec {
+                source: Source::Builtin(krate),
+                limits: Limits::default(),
+                failure_policy: FailurePolicy::Fail,
+                field: format!("built-in plugin {name}"),
+            };
+            specs.insert(name.to_string(), spec);
+        }
+    }
+    for (i, w) in file.wasm_plugins.iter().enumerate() {
+        let field = format!("wasmPlugins[{i}]");
+        let source = source_of(w, &field, base, &specs)?;
+        let spec = WasmSpec {
+            source,
+            limits: limits_of(w, &field)?,
+            failure_policy: w.failure_policy.unwrap_or_default(),
+            field,
+        };
+        specs.insert(w.name.clone(), spec);
+    }
+    Ok(specs)
+}
+
+/// The entry's component: its `path`, or the built-in it re-configures.
+fn source_of(
+    w: &WasmPluginFile,
+    field: &str,
+    base: &Path,
+    specs: &HashMap<String, WasmSpec>,
+) -> Result<Source, ConfigError> {
+    if w.name.is_empty() {
+        return Err(err(format!("{field}.name"), "must not be empty"));
+    }
+    if registry::native(&w.name).is_some() {
+        return Err(err(
+            format!("{field}.name"),
+            format!("{:?} is a native core plugin", w.name),
+        ));
+    }
+    match (&w.path, specs.get(&w.name)) {
+        (Some(p), _) => Ok(Source::File(if p.is_absolute() {
+            p.clone()
+        } else {
+            base.join(p)
+        })),
+        (None, Some(existing)) => Ok(existing.source.clone()),
+        (None, None) => Err(err(
+            format!("{field}.path"),
+            format!("required: {:?} is not a built-in plugin", w.name),
+        )),
+    }
+}
+
+/// The entry's deadlines and memory cap, with the defaults.
+fn limits_of(w: &WasmPluginFile, field: &str) -> Result<Limits, ConfigError> {
+    let defaults = Limits::default();
+    let memory = match &w.memory_limit {
+        None => defaults.memory,
+        Some(q) => {
+            let v = crate::model::quantity::value(q)
+                .map_err(|e| err(format!("{field}.memoryLimit"), e.to_string()))?;
+            if v < (1 << 20) {
+                return Err(err(format!("{field}.memoryLimit"), "must be at least 1Mi"));
+            }
+            v as usize
+        }
+    };
+    Ok(Limits {
+        call_timeout: duration(&format!("{field}.timeout"), &w.timeout, defaults.call_timeout)?,
+        init_timeout: duration(
+            &format!("{field}.initTimeout"),
+            &w.init_timeout,
+            defaults.init_timeout,
+        )?,
+        memory,
+    })
+}

@@ -1,0 +1,140 @@
+//! PreFilter and Filter: the feasible nodes, found in parallel waves from
+//! where the previous cycle stopped, until numFeasibleNodesToFind.
+
+use std::sync::atomic::Ordering;
+
+use rayon::prelude::*;
+
+use crate::framework::interface::{Decision, Rejection};
+use crate::framework::node_info::NodeInfo;
+use crate::framework::profile::num_feasible_nodes_to_find;
+
+use super::{Cycle, Timed};
+
+/// One node's first rejection in the cycle.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct NodeRejection {
+    /// Position of the rejecting plugin in the profile's Filter list (an
+    /// index, not a name: rejections are made by the thousand per cycle).
+    pub plugin: usize,
+    pub reasons: Vec<String>,
+    pub unresolvable: bool,
+}
+
+/// What Filter found.
+pub(super) struct Found<'a> {
+    pub feasible: Vec<&'a NodeInfo>,
+    /// (node index, its first rejection), for the nodes evaluated.
+    pub rejections: Vec<(u32, NodeRejection)>,
+    /// Nodes evaluated.
+    pub processed: usize,
+}
+
+impl<'a> Cycle<'a> {
+    /// Every PreFilter plugin in order; remembers which Filter plugins
+    /// said Skip. A rejection is the pod's reason.
+    pub(super) fn pre_filter(&mut self) -> Result<(), String> {
+        let mut skipped = Vec::new();
+        for p in &self.profile.pre_filter {
+            let _t = Timed::start(&self.fw.timings, p.name(), "PreFilter");
+            match p.pre_filter(&self.ctx, &mut self.state) {
+                Ok(Decision::Run) => {}
+                Ok(Decision::Skip) => skipped.push(p.name().to_string()),
+                Err(r) => return Err(r.reasons.join(", ")),
+            }
+        }
+        self.skip_filter = self
+            .profile
+            .filter
+            .iter()
+            .map(|f| skipped.iter().any(|s| s == f.name()))
+            .collect();
+        Ok(())
+    }
+
+    /// Filter, in waves of one chunk per worker, in round-robin order from
+    /// where the previous cycle stopped (deterministic for a seed).
+    pub(super) fn find_feasible(&mut self) -> Found<'a> {
+        let snapshot = self.ctx.snapshot;
+        let all: Vec<&'a NodeInfo> = snapshot.nodes().collect();
+        let start = self.fw.next_start.load(Ordering::Relaxed) % all.len();
+        let order: Vec<&'a NodeInfo> = all[start..].iter().chain(&all[..start]).copied().collect();
+        let to_find = num_feasible_nodes_to_find(all.len(), self.profile.percentage_of_nodes_to_score);
+        let workers = self.fw.workers();
+        let chunk = (to_find / workers).clamp(16, 256);
+        let mut found = Found {
+            feasible: Vec::new(),
+            rejections: Vec::new(),
+            processed: 0,
+        };
+        for wave in order.chunks(chunk * workers) {
+            let this = &*self;
+            let results: Vec<Vec<Option<NodeRejection>>> = self.fw.pool.install(|| {
+                wave.par_chunks(chunk)
+                    .map(|nodes| this.filter_nodes(nodes))
+                    .collect()
+            });
+            for (node, verdict) in wave.iter().zip(results.into_iter().flatten()) {
+                if found.feasible.len() >= to_find {
+                    break;
+                }
+                found.processed += 1;
+                match verdict {
+                    None => found.feasible.push(node),
+                    Some(r) => found.rejections.push((node.index, r)),
+                }
+            }
+            if found.feasible.len() >= to_find {
+                break;
+            }
+        }
+        self.fw
+            .next_start
+            .store((start + found.processed) % all.len(), Ordering::Relaxed);
+        if self.recording {
+            self.record.rejections = found.rejections.clone();
+            self.record.evaluated = order[..found.processed].iter().map(|n| n.index).collect();
+        }
+        found
+    }
+
+    /// Runs the Filter plugins in order over `nodes`; each node stops at
+    /// its first rejection, as upstream.
+    pub(super) fn filter_nodes(&self, nodes: &[&NodeInfo]) -> Vec<Option<NodeRejection>> {
+        let mut verdicts: Vec<Option<NodeRejection>> = vec![None; nodes.len()];
+        let mut alive: Vec<usize> = (0..nodes.len()).collect();
+        let mut batch: Vec<&NodeInfo> = Vec::with_capacity(nodes.len());
+        let mut out: Vec<Option<Rejection>> = Vec::with_capacity(nodes.len());
+        for (position, plugin) in self.profile.filter.iter().enumerate() {
+            if alive.is_empty() {
+                break;
+            }
+            if self.skip_filter.get(position) == Some(&true) {
+                continue;
+            }
+            let _t = Timed::start(&self.fw.timings, plugin.name(), "Filter");
+            batch.clear();
+            batch.extend(alive.iter().map(|&i| nodes[i]));
+            out.clear();
+            out.resize(batch.len(), None);
+            plugin.filter_batch(&self.ctx, &self.state, &batch, &mut out);
+            let mut k = 0;
+            alive.retain(|&i| {
+                let verdict = out[k].take();
+                k += 1;
+                match verdict {
+                    None => true,
+                    Some(r) => {
+                        verdicts[i] = Some(NodeRejection {
+                            plugin: position,
+                            reasons: r.reasons,
+                            unresolvable: r.unresolvable,
+                        });
+                        false
+                    }
+                }
+            });
+        }
+        verdicts
+    }
+}

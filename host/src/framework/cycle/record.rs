@@ -1,0 +1,146 @@
+//! The recorder behind `--explain`: what the deciding cycle saw, turned
+//! into an [`Explanation`] once the decision is made.
+
+use crate::framework::explain::{Explanation, FilterVerdict, NodeExplanation, ScoreDetail};
+use crate::framework::interface::Rejection;
+use crate::framework::node_info::NodeInfo;
+
+use super::filter::NodeRejection;
+use super::score::PluginScores;
+use super::{Cycle, Outcome};
+
+/// What the deciding cycle keeps when a recorder is attached.
+#[derive(Default)]
+pub(super) struct Record {
+    /// Nodes the Filter phase evaluated, in order.
+    pub evaluated: Vec<u32>,
+    pub rejections: Vec<(u32, NodeRejection)>,
+    /// Feasible nodes, in the order of the score vectors.
+    pub feasible: Vec<u32>,
+    /// (position in the profile's Score list, scores) of each plugin
+    /// that scored.
+    pub scores: Vec<(usize, PluginScores)>,
+    pub totals: Option<Vec<i64>>,
+    /// Score plugins that said Skip at PreScore (or Score).
+    pub score_skipped: Vec<String>,
+}
+
+impl Cycle<'_> {
+    /// Fills `out` from the record, after the decision.
+    pub(super) fn explain(&self, outcome: &Outcome, out: &mut Explanation) {
+        let nodes: Vec<&NodeInfo> = self.ctx.snapshot.nodes().collect();
+        out.pod_reason = match outcome {
+            Outcome::Unschedulable(fit) => fit.pod_reason.clone(),
+            _ => None,
+        };
+        out.error = match outcome {
+            Outcome::Error(e) => Some(e.clone()),
+            _ => None,
+        };
+        out.skipped = self
+            .profile
+            .filter
+            .iter()
+            .zip(&self.skip_filter)
+            .filter(|(_, s)| **s)
+            .map(|(f, _)| (f.name().to_string(), "Filter".to_string()))
+            .chain(
+                self.record
+                    .score_skipped
+                    .iter()
+                    .map(|n| (n.clone(), "Score".to_string())),
+            )
+            .collect();
+        out.nodes = nodes
+            .iter()
+            .map(|n| NodeExplanation {
+                node: n.name().to_string(),
+                filters: Vec::new(),
+                scores: Vec::new(),
+                total: None,
+                unresolvable: Vec::new(),
+            })
+            .collect();
+        if out.pod_reason.is_some() {
+            return;
+        }
+        let mut verdicts = self.display_verdicts(&nodes);
+        self.apply_decision(&nodes, &mut verdicts);
+        for (entry, row) in out.nodes.iter_mut().zip(verdicts) {
+            for (f, (verdict, unresolvable)) in self.profile.filter.iter().zip(row) {
+                if unresolvable {
+                    entry.unresolvable.push(f.name().to_string());
+                }
+                entry.filters.push((f.name().to_string(), verdict));
+            }
+        }
+        self.explain_scores(&nodes, out);
+    }
+
+    /// Every Filter plugin's verdict on every node, for display (the
+    /// decision needed only each node's first rejection).
+    fn display_verdicts(&self, nodes: &[&NodeInfo]) -> Vec<Vec<(FilterVerdict, bool)>> {
+        let mut rows = vec![Vec::with_capacity(self.profile.filter.len()); nodes.len()];
+        let mut out: Vec<Option<Rejection>> = vec![None; nodes.len()];
+        for (position, f) in self.profile.filter.iter().enumerate() {
+            let skipped = self.skip_filter.get(position) == Some(&true);
+            if !skipped {
+                out.iter_mut().for_each(|o| *o = None);
+                f.filter_batch(&self.ctx, &self.state, nodes, &mut out);
+            }
+            for (row, verdict) in rows.iter_mut().zip(&out) {
+                row.push(match (skipped, verdict) {
+                    (true, _) => (FilterVerdict::Skip, false),
+                    (false, None) => (FilterVerdict::Pass, false),
+                    (false, Some(r)) => (FilterVerdict::Reject(r.reasons.join(", ")), r.unresolvable),
+                });
+            }
+        }
+        rows
+    }
+
+    /// Where the decision evaluated a node, its verdicts are the ones shown.
+    fn apply_decision(&self, nodes: &[&NodeInfo], rows: &mut [Vec<(FilterVerdict, bool)>]) {
+        let row_of = |index: u32| nodes.iter().position(|n| n.index == index);
+        for &index in &self.record.evaluated {
+            let Some(row) = row_of(index).map(|i| &mut rows[i]) else {
+                continue;
+            };
+            let rejected = self
+                .record
+                .rejections
+                .iter()
+                .find(|(i, _)| *i == index)
+                .map(|(_, r)| r);
+            let upto = rejected.map_or(row.len(), |r| r.plugin);
+            for v in row.iter_mut().take(upto) {
+                if v.0 != FilterVerdict::Skip {
+                    *v = (FilterVerdict::Pass, false);
+                }
+            }
+            if let Some(r) = rejected {
+                row[r.plugin] = (FilterVerdict::Reject(r.reasons.join(", ")), r.unresolvable);
+            }
+        }
+    }
+
+    fn explain_scores(&self, nodes: &[&NodeInfo], out: &mut Explanation) {
+        for (k, &index) in self.record.feasible.iter().enumerate() {
+            let Some(row) = nodes.iter().position(|n| n.index == index) else {
+                continue;
+            };
+            let entry = &mut out.nodes[row];
+            for (position, scores) in &self.record.scores {
+                let s = &self.profile.score[*position];
+                entry.scores.push(ScoreDetail {
+                    plugin: s.plugin.name().to_string(),
+                    raw: Some(scores.raw[k]),
+                    normalized: Some(scores.normalized[k]),
+                    weighted: Some(scores.normalized[k] * s.weight),
+                    error: None,
+                });
+            }
+            entry.total = self.record.totals.as_ref().map(|t| t[k]);
+        }
+    }
+}

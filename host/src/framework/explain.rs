@@ -1,0 +1,64 @@
+//! `--explain`: what one scheduling cycle saw, recorded by the cycle that
+//! made the decision (so the two cannot disagree), plus, for the table,
+//! the verdicts of the Filter plugins the cycle did not need to run (after
+//! a node's first rejection, or on nodes it did not get to).
+
+use serde::Serialize;
+
+/// A Filter plugin's verdict on a node, for `--explain`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase", tag = "verdict", content = "reason")]
+pub enum FilterVerdict {
+    Pass,
+    /// The plugin skipped Filter for this pod (it passes every node).
+    Skip,
+    Reject(String),
+    Error(String),
+}
+
+/// One score plugin on one node, for `--explain`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ScoreDetail {
+    pub plugin: String,
+    pub raw: Option<i64>,
+    pub normalized: Option<i64>,
+    pub weighted: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// Everything about one node, for `--explain`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NodeExplanation {
+    pub node: String,
+    pub filters: Vec<(String, FilterVerdict)>,
+    pub scores: Vec<ScoreDetail>,
+    /// The weighted total the cycle computed (null when the node was not
+    /// scored: rejected, or the only feasible node).
+    pub total: Option<i64>,
+    /// Plugins whose rejection of this node no eviction can resolve
+    /// (UnschedulableAndUnresolvable).
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub unresolvable: Vec<String>,
+}
+
+/// The whole `--explain` answer for one pod.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Default)]
+pub struct Explanation {
+    /// A reason that rejects the pod on every node.
+    pub pod_reason: Option<String>,
+    pub nodes: Vec<NodeExplanation>,
+    /// (plugin, extension point) pairs that said Skip for this pod.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub skipped: Vec<(String, String)>,
+    /// The cycle ended in an error (not a fit verdict): the message.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub error: Option<String>,
+}
+
+impl Explanation {
+    /// The entry of node `name`.
+    pub fn node_mut(&mut self, name: &str) -> Option<&mut NodeExplanation> {
+        self.nodes.iter_mut().find(|n| n.node == name)
+    }
+}

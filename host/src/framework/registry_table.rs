@@ -1,0 +1,36 @@
+// The registry's table (see `registry.rs`; `host/build.rs` reads this
+// file too). One row per plugin:
+//   native|wasm "Name" => factory (native) or crate (wasm),
+//   points: [the extension points it implements, in framework order],
+//   weight: default Score weight (0: not a Score plugin),
+//   default: whether the default profile runs it.
+// Rows are in upstream's default order: cheap Filters first, so most
+// nodes are rejected before the costly ones run.
+registry! {
+    native "NodeUnschedulable" => plugins::node_unschedulable::new,
+        points: [Filter], weight: 0, default: true;
+    native "NodeName" => plugins::node_name::new,
+        points: [Filter], weight: 0, default: true;
+    native "TaintToleration" => plugins::taint_toleration::new,
+        points: [Filter, Score], weight: 3, default: true;
+    native "NodeAffinity" => plugins::node_affinity::new,
+        points: [Filter, Score], weight: 2, default: true;
+    native "NodePorts" => plugins::node_ports::new,
+        points: [Filter], weight: 0, default: true;
+    native "NodeResourcesFit" => plugins::node_resources_fit::new,
+        points: [Filter, Score], weight: 1, default: true;
+    native "PodTopologySpread" => plugins::pod_topology_spread::new,
+        points: [PreFilter, Filter, PreScore, Score], weight: 2, default: true;
+    native "InterPodAffinity" => plugins::inter_pod_affinity::new,
+        points: [PreFilter, Filter, PreScore, Score], weight: 2, default: true;
+    native "NodeResourcesBalancedAllocation" => plugins::balanced_allocation::new,
+        points: [Score], weight: 1, default: true;
+    native "DefaultBinder" => plugins::default_binder::new,
+        points: [Bind], weight: 0, default: true;
+    wasm "GpuTopology" => "gpu-topology",
+        points: [PreFilter, Filter, PreScore, Score], weight: 3, default: true;
+    wasm "NetworkLocality" => "network-locality",
+        points: [PreFilter, Filter, PreScore, Score], weight: 2, default: true;
+    wasm "DeletionCost" => "deletion-cost",
+        points: [], weight: 0, default: false;
+}
