@@ -381,7 +381,10 @@ fn print_profiles(path: &Option<PathBuf>) -> Result<ExitCode> {
         let p = fw.profile();
         println!("profile {}", p.scheduler_name);
         let names = |v: Vec<&str>| v.join(", ");
-        println!("  filter: {}", names(p.filter.iter().map(|f| f.name()).collect()));
+        println!(
+            "  filter: {}",
+            names(p.filter.iter().map(|f| f.name()).collect())
+        );
         println!(
             "  score:  {}",
             p.score
@@ -390,7 +393,13 @@ fn print_profiles(path: &Option<PathBuf>) -> Result<ExitCode> {
                 .collect::<Vec<_>>()
                 .join(", ")
         );
-        for point in [Point::PostFilter, Point::Reserve, Point::Permit, Point::PreBind, Point::Bind] {
+        for point in [
+            Point::PostFilter,
+            Point::Reserve,
+            Point::Permit,
+            Point::PreBind,
+            Point::Bind,
+        ] {
             let at: Vec<&str> = p
                 .members
                 .iter()

@@ -214,7 +214,10 @@ impl<'a> Simulation<'a> {
             return Err(SimulateError::NotPending(key.clone(), n.clone()));
         }
         if self.profile_for(&pod.scheduler_name).is_none() {
-            return Err(SimulateError::NotServed(key.clone(), pod.scheduler_name.clone()));
+            return Err(SimulateError::NotServed(
+                key.clone(),
+                pod.scheduler_name.clone(),
+            ));
         }
         Ok(())
     }
@@ -310,14 +313,17 @@ impl<'a> Simulation<'a> {
             Attempt::Bind(a) => self.bind(fw, a),
             Attempt::Waiting { .. } => {}
             Attempt::Unschedulable { pod, fit, .. } => self.failed(&pod, fit.message(), profile),
-            Attempt::Error { pod, message } => self.failed(&pod, format!("error: {message}"), profile),
+            Attempt::Error { pod, message } => {
+                self.failed(&pod, format!("error: {message}"), profile)
+            }
         }
     }
 
     fn failed(&mut self, pod: &Pod, message: String, profile: String) {
         self.failed_at
             .insert(pod.uid.clone(), self.cache.snapshot.generation());
-        self.last_failure.insert(pod.uid.clone(), (message, profile));
+        self.last_failure
+            .insert(pod.uid.clone(), (message, profile));
     }
 
     /// The binding cycle, simulated: PreBind output is already on the

@@ -370,7 +370,10 @@ fn plugin_check_of_chaos() {
         fields["exports"],
         "lifecycle, filter, score, normalize-score"
     );
-    assert_eq!(fields["contract"], format!("wasmsched:plugin@{}", wasmsched::wasm::CONTRACT_VERSION));
+    assert_eq!(
+        fields["contract"],
+        format!("wasmsched:plugin@{}", wasmsched::wasm::CONTRACT_VERSION)
+    );
     let size = std::fs::metadata(chaos_wasm()).unwrap().len();
     assert_eq!(fields["size"], format!("{size} bytes"));
     assert_eq!(fields["sha256"].len(), 64);

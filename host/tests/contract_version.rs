@@ -67,7 +67,8 @@ fn plugin_check_names_both_versions() {
 #[test]
 fn a_component_of_this_version_loads() {
     let bytes = std::fs::read(chaos_wasm()).unwrap();
-    let module = PluginModule::compile(&bytes).expect("the chaos plugin is built against this version");
+    let module =
+        PluginModule::compile(&bytes).expect("the chaos plugin is built against this version");
     assert!(module.exports.filter);
     assert_eq!(module.minor(), wasmsched::wasm::exports::Minor::Current);
 }

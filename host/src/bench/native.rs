@@ -13,11 +13,14 @@ use std::sync::Arc;
 use wasmsched_plugin_sdk::types::CyclePlan;
 use wasmsched_plugin_sdk::{runtime, Plugin};
 
+use crate::framework::registry;
 use crate::framework::{
-    CycleContext, CycleState, FilterEntry, FilterPlugin, Framework, NodeInfo, PluginError,
-    Rejection, ScoreEntry, ScorePlugin, Snapshot, WeightedScore,
+    CycleContext, CycleState, Decision, FilterPlugin, Framework, NodeInfo, Plugin as FwPlugin,
+    PluginBundle, PluginError, Point, PreFilterPlugin, PreScorePlugin, Rejection, ScorePlugin,
+    Snapshot,
 };
 use crate::model::Pod;
+use crate::wasm::interests::Interests;
 
 mod sdk_convert {
     crate::wit_conversions!(wasmsched_plugin_sdk::types);
@@ -59,10 +62,15 @@ impl<P: Plugin> Native<P> {
             let generation = snapshot.generation();
             if sync.applied != Some(generation) {
                 match sync.applied.and_then(|a| snapshot.changes_since(a)) {
-                    Some(changes) => runtime::apply::<P>(sdk_convert::deltas(changes)),
+                    Some(changes) => {
+                        runtime::apply::<P>(sdk_convert::deltas(changes, &Interests::default()))
+                    }
                     None => {
                         runtime::init::<P>("{}")?;
-                        runtime::apply::<P>(sdk_convert::deltas(&snapshot.as_changes()));
+                        runtime::apply::<P>(sdk_convert::deltas(
+                            &snapshot.as_changes(),
+                            &Interests::default(),
+                        ));
                     }
                 }
                 sync.applied = Some(generation);
@@ -71,7 +79,8 @@ impl<P: Plugin> Native<P> {
             match &sync.cycle {
                 Some((uid, g, plan)) if *uid == pod.uid && *g == generation => Ok(*plan),
                 _ => {
-                    let plan = runtime::cycle_start::<P>(sdk_convert::pod(pod))?;
+                    let plan =
+                        runtime::cycle_start::<P>(sdk_convert::pod(pod, &Interests::default()))?;
                     sync.cycle = Some((pod.uid.clone(), generation, plan));
                     Ok(plan)
                 }
@@ -83,45 +92,43 @@ impl<P: Plugin> Native<P> {
 /// What PreFilter/PreScore leave for the per-node calls, so that worker
 /// threads need no cycle of their own unless Filter matters (the wasm path
 /// does the same with its instances).
+#[derive(Clone)]
 struct Prepared {
-    plan: CyclePlan,
     /// Raw scores of the feasible nodes, computed in one batch by PreScore.
     scores: HashMap<u32, i64>,
     feasible: Vec<u32>,
 }
 
-impl<P: Plugin> FilterPlugin for Native<P> {
-    fn name(&self) -> &'static str {
+impl<P: Plugin> FwPlugin for Native<P> {
+    fn name(&self) -> &str {
         self.name
     }
+}
 
-    fn pre_filter(&self, ctx: &CycleContext, state: &mut CycleState) -> Result<(), Rejection> {
+impl<P: Plugin> PreFilterPlugin for Native<P> {
+    fn pre_filter(
+        &self,
+        ctx: &CycleContext,
+        _state: &mut CycleState,
+    ) -> Result<Decision, Rejection> {
         let plan = self
             .ensure(ctx.snapshot, ctx.pod)
             .map_err(Rejection::unresolvable)?;
-        state.write(
-            self.key,
-            Prepared {
-                plan,
-                scores: HashMap::new(),
-                feasible: Vec::new(),
-            },
-        );
-        Ok(())
+        Ok(if plan.filter {
+            Decision::Run
+        } else {
+            Decision::Skip
+        })
     }
+}
 
+impl<P: Plugin> FilterPlugin for Native<P> {
     fn filter(
         &self,
         ctx: &CycleContext,
-        state: &CycleState,
+        _state: &CycleState,
         node: &NodeInfo,
     ) -> Result<(), Rejection> {
-        if state
-            .read::<Prepared>(self.key)
-            .is_some_and(|p| !p.plan.filter)
-        {
-            return Ok(());
-        }
         self.ensure(ctx.snapshot, ctx.pod)
             .map_err(Rejection::unresolvable)?;
         match runtime::filter::<P>(&[node.index]).pop().flatten() {
@@ -132,36 +139,26 @@ impl<P: Plugin> FilterPlugin for Native<P> {
     }
 }
 
-impl<P: Plugin> ScorePlugin for Native<P> {
-    fn name(&self) -> &'static str {
-        self.name
-    }
-
+impl<P: Plugin> PreScorePlugin for Native<P> {
     fn pre_score(
         &self,
         ctx: &CycleContext,
         state: &mut CycleState,
         feasible: &[&NodeInfo],
-    ) -> Result<(), PluginError> {
+    ) -> Result<Decision, PluginError> {
         let plan = self.ensure(ctx.snapshot, ctx.pod).map_err(PluginError)?;
+        if !plan.score {
+            return Ok(Decision::Skip);
+        }
         let feasible: Vec<u32> = feasible.iter().map(|n| n.index).collect();
-        let scores = if plan.score {
-            let raw = runtime::score::<P>(&feasible).map_err(PluginError)?;
-            feasible.iter().copied().zip(raw).collect()
-        } else {
-            HashMap::new()
-        };
-        state.write(
-            self.key,
-            Prepared {
-                plan,
-                scores,
-                feasible,
-            },
-        );
-        Ok(())
+        let raw = runtime::score::<P>(&feasible).map_err(PluginError)?;
+        let scores = feasible.iter().copied().zip(raw).collect();
+        state.write(self.key, Prepared { scores, feasible });
+        Ok(Decision::Run)
     }
+}
 
+impl<P: Plugin> ScorePlugin for Native<P> {
     fn score(
         &self,
         _ctx: &CycleContext,
@@ -178,18 +175,15 @@ impl<P: Plugin> ScorePlugin for Native<P> {
         &self,
         _ctx: &CycleContext,
         state: &CycleState,
+        _nodes: &[&NodeInfo],
         scores: &mut [i64],
-    ) -> Result<(), PluginError> {
+    ) -> Result<Decision, PluginError> {
         let Some(p) = state.read::<Prepared>(self.key) else {
-            return Ok(());
+            return Ok(Decision::Skip);
         };
-        if !p.plan.score {
-            scores.iter_mut().for_each(|s| *s = 0);
-            return Ok(());
-        }
         let out = runtime::normalize::<P>(&p.feasible, scores.to_vec()).map_err(PluginError)?;
         scores.copy_from_slice(&out);
-        Ok(())
+        Ok(Decision::Run)
     }
 }
 
@@ -205,17 +199,24 @@ pub fn add_builtins(fw: &Framework) {
         "NetworkLocality",
         "native-net-feasible",
     ));
-    profile.filters.push(FilterEntry::Native(gpu.clone()));
-    profile.filters.push(FilterEntry::Native(net.clone()));
-    for (name, _, weight) in crate::config::BUILTIN_WASM {
-        let plugin: ScoreEntry = match *name {
-            "GpuTopology" => ScoreEntry::Native(gpu.clone()),
-            _ => ScoreEntry::Native(net.clone()),
-        };
-        profile.scores.push(WeightedScore {
-            plugin,
-            weight: *weight,
-        });
+    for b in [bundle(&gpu), bundle(&net)] {
+        let weight = registry::default_weight(b.name());
+        for point in [
+            Point::PreFilter,
+            Point::Filter,
+            Point::PreScore,
+            Point::Score,
+        ] {
+            profile.enable(&b, point, weight);
+        }
     }
     fw.set_profile(profile);
+}
+
+fn bundle<P: Plugin>(p: &Arc<Native<P>>) -> PluginBundle {
+    PluginBundle::new(p.clone())
+        .with_pre_filter(p)
+        .with_filter(p)
+        .with_pre_score(p)
+        .with_score(p)
 }

@@ -158,7 +158,8 @@ fn check_top_level(file: &ConfigFile) -> Result<usize, ConfigError> {
 /// paths (the configuration file's directory).
 pub fn build(file: &ConfigFile, base: &Path, seed: u64) -> Result<Scheduler, ConfigError> {
     let parallelism = check_top_level(file)?;
-    let mut modules = profiles::Modules::new(specs::wasm_specs(file, base)?, plugin_cache(file, base)?);
+    let mut modules =
+        profiles::Modules::new(specs::wasm_specs(file, base)?, plugin_cache(file, base)?);
     // Every declared component is checked at start, used or not.
     for w in &file.wasm_plugins {
         if w.path.is_some() {
@@ -182,7 +183,12 @@ pub fn build(file: &ConfigFile, base: &Path, seed: u64) -> Result<Scheduler, Con
         profiles::check_profile(pf, &field, &mut names)?;
         let plan = plugin_sets::resolve(pf, &field, &mut modules)?;
         let built = profiles::build(file, pf, &field, &plan, &mut modules, parallelism)?;
-        wasm.extend(built.wasm.into_iter().map(|p| (pf.scheduler_name.clone(), p)));
+        wasm.extend(
+            built
+                .wasm
+                .into_iter()
+                .map(|p| (pf.scheduler_name.clone(), p)),
+        );
         frameworks.push(Framework::with_waiting(
             built.profile,
             parallelism,

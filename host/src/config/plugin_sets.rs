@@ -27,7 +27,11 @@ impl ProfilePlan {
             if matches!(r.factory, Factory::BuiltinWasm(_)) && !modules.has(r.name) {
                 continue;
             }
-            plan.add(r.name, r.points.contains(&Point::Filter), r.points.contains(&Point::Score));
+            plan.add(
+                r.name,
+                r.points.contains(&Point::Filter),
+                r.points.contains(&Point::Score),
+            );
         }
         plan
     }
@@ -37,7 +41,8 @@ impl ProfilePlan {
             self.filters.push(name.to_string());
         }
         if score && !self.scores.iter().any(|(n, _)| n == name) {
-            self.scores.push((name.to_string(), registry::default_weight(name)));
+            self.scores
+                .push((name.to_string(), registry::default_weight(name)));
         }
         if !filter && !score && !self.others.iter().any(|n| n == name) {
             self.others.push(name.to_string());
@@ -55,10 +60,19 @@ impl ProfilePlan {
 }
 
 /// The plan of profile `pf` (`field` names it in errors).
-pub fn resolve(pf: &ProfileFile, field: &str, modules: &mut Modules) -> Result<ProfilePlan, ConfigError> {
+pub fn resolve(
+    pf: &ProfileFile,
+    field: &str,
+    modules: &mut Modules,
+) -> Result<ProfilePlan, ConfigError> {
     let mut plan = ProfilePlan::defaults(modules);
     if let Some(mp) = &pf.plugins.multi_point {
-        multi_point(&mut plan, mp, &format!("{field}.plugins.multiPoint"), modules)?;
+        multi_point(
+            &mut plan,
+            mp,
+            &format!("{field}.plugins.multiPoint"),
+            modules,
+        )?;
     }
     if let Some(s) = &pf.plugins.filter {
         let mut list: Vec<(String, i64)> = plan.filters.iter().map(|n| (n.clone(), 0)).collect();
@@ -66,14 +80,24 @@ pub fn resolve(pf: &ProfileFile, field: &str, modules: &mut Modules) -> Result<P
         plan.filters = list.into_iter().map(|(n, _)| n).collect();
     }
     if let Some(s) = &pf.plugins.score {
-        apply_set(&mut plan.scores, s, &format!("{field}.plugins.score"), registry::default_weight)?;
+        apply_set(
+            &mut plan.scores,
+            s,
+            &format!("{field}.plugins.score"),
+            registry::default_weight,
+        )?;
     }
     Ok(plan)
 }
 
 /// `multiPoint`: disabled plugins leave every point, enabled ones join the
 /// points they implement.
-fn multi_point(plan: &mut ProfilePlan, mp: &PluginSet, f: &str, modules: &mut Modules) -> Result<(), ConfigError> {
+fn multi_point(
+    plan: &mut ProfilePlan,
+    mp: &PluginSet,
+    f: &str,
+    modules: &mut Modules,
+) -> Result<(), ConfigError> {
     for (i, d) in mp.disabled.iter().enumerate() {
         if d.name == "*" {
             *plan = ProfilePlan::default();

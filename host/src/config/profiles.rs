@@ -54,7 +54,10 @@ impl Modules {
     /// Whether plugin `name` offers Filter and Score.
     pub fn capabilities(&mut self, name: &str) -> Result<(bool, bool), String> {
         if let Some(r) = registry::lookup(name).filter(|_| registry::native(name).is_some()) {
-            return Ok((r.points.contains(&Point::Filter), r.points.contains(&Point::Score)));
+            return Ok((
+                r.points.contains(&Point::Filter),
+                r.points.contains(&Point::Score),
+            ));
         }
         if !self.has(name) {
             return Err(format!("unknown plugin {name:?}"));
@@ -70,7 +73,11 @@ impl Modules {
 }
 
 /// Checks a profile's own fields; `names` collects the scheduler names.
-pub fn check_profile(pf: &ProfileFile, field: &str, names: &mut HashSet<String>) -> Result<(), ConfigError> {
+pub fn check_profile(
+    pf: &ProfileFile,
+    field: &str,
+    names: &mut HashSet<String>,
+) -> Result<(), ConfigError> {
     if pf.scheduler_name.is_empty() {
         return Err(err(format!("{field}.schedulerName"), "must not be empty"));
     }
@@ -121,18 +128,39 @@ pub fn build(
     let mut profile = Profile::new(&pf.scheduler_name, pct);
     for name in &plan.filters {
         let bundle = b.bundle(name, &format!("{field}.plugins.filter ({name})"), modules)?;
-        enable(&mut profile, &bundle, Point::Filter, 0, &b.point_field(name, "filter"), modules)?;
+        enable(
+            &mut profile,
+            &bundle,
+            Point::Filter,
+            0,
+            &b.point_field(name, "filter"),
+            modules,
+        )?;
     }
     for (name, weight) in &plan.scores {
         let bundle = b.bundle(name, &format!("{field}.plugins.score ({name})"), modules)?;
-        enable(&mut profile, &bundle, Point::Score, *weight, &b.point_field(name, "score"), modules)?;
+        enable(
+            &mut profile,
+            &bundle,
+            Point::Score,
+            *weight,
+            &b.point_field(name, "score"),
+            modules,
+        )?;
     }
     for name in &plan.others {
         b.bundle(name, &format!("{field}.plugins ({name})"), modules)?;
     }
     enable_preparations(&mut profile, plan, &b.bundles);
     for name in member_order(plan) {
-        for point in [Point::PostFilter, Point::Reserve, Point::Permit, Point::PreBind, Point::Bind, Point::PostBind] {
+        for point in [
+            Point::PostFilter,
+            Point::Reserve,
+            Point::Permit,
+            Point::PreBind,
+            Point::Bind,
+            Point::PostBind,
+        ] {
             profile.enable(&b.bundles[&name], point, 0);
         }
     }
@@ -144,7 +172,11 @@ pub fn build(
 }
 
 /// Every `pluginConfig` entry names a plugin that exists.
-fn check_plugin_config(pf: &ProfileFile, field: &str, modules: &Modules) -> Result<(), ConfigError> {
+fn check_plugin_config(
+    pf: &ProfileFile,
+    field: &str,
+    modules: &Modules,
+) -> Result<(), ConfigError> {
     for (i, c) in pf.plugin_config.iter().enumerate() {
         if registry::native(&c.name).is_none() && !modules.has(&c.name) {
             return Err(err(
@@ -158,7 +190,11 @@ fn check_plugin_config(pf: &ProfileFile, field: &str, modules: &Modules) -> Resu
 
 /// PreFilter runs for the plugins at Filter or Score, PreScore for those
 /// at Score: they prepare what those points use.
-fn enable_preparations(profile: &mut Profile, plan: &ProfilePlan, bundles: &HashMap<String, PluginBundle>) {
+fn enable_preparations(
+    profile: &mut Profile,
+    plan: &ProfilePlan,
+    bundles: &HashMap<String, PluginBundle>,
+) {
     let scored: Vec<&String> = plan.scores.iter().map(|(n, _)| n).collect();
     let mut seen = HashSet::new();
     for name in plan.filters.iter().chain(scored.iter().copied()) {
@@ -202,7 +238,11 @@ fn enable(
     let name = bundle.name();
     let cause = if modules.has(name) {
         let exports = modules.get(name)?.exports;
-        let what = if point == Point::Filter { "filter" } else { "score" };
+        let what = if point == Point::Filter {
+            "filter"
+        } else {
+            "score"
+        };
         format!("{name} does not export {what} (exports: {exports})")
     } else {
         format!("{name} has no {point} extension point")
@@ -235,7 +275,12 @@ impl Builder<'_> {
 
     /// The plugin `name` (built on first use); `field` names where it was
     /// enabled, for an unknown name.
-    fn bundle(&mut self, name: &str, field: &str, modules: &mut Modules) -> Result<PluginBundle, ConfigError> {
+    fn bundle(
+        &mut self,
+        name: &str,
+        field: &str,
+        modules: &mut Modules,
+    ) -> Result<PluginBundle, ConfigError> {
         if let Some(b) = self.bundles.get(name) {
             return Ok(b.clone());
         }
@@ -255,7 +300,11 @@ impl Builder<'_> {
         Ok(bundle)
     }
 
-    fn start_wasm(&mut self, name: &str, modules: &mut Modules) -> Result<PluginBundle, ConfigError> {
+    fn start_wasm(
+        &mut self,
+        name: &str,
+        modules: &mut Modules,
+    ) -> Result<PluginBundle, ConfigError> {
         let module = modules.get(name)?;
         let spec = &modules.specs[name];
         let args = self

@@ -23,7 +23,10 @@ pub struct WasmSpec {
 /// Every wasm plugin a configuration can name: the built-ins compiled into
 /// this binary, then the `wasmPlugins` entries (which may re-configure a
 /// built-in).
-pub fn wasm_specs(file: &ConfigFile, base: &Path) -> Result<HashMap<String, WasmSpec>, ConfigError> {
+pub fn wasm_specs(
+    file: &ConfigFile,
+    base: &Path,
+) -> Result<HashMap<String, WasmSpec>, ConfigError> {
     let mut specs = HashMap::new();
     for (name, krate) in registry::builtin_wasm() {
         if crate::wasm::loader::builtin(krate).is_some() {
@@ -95,7 +98,11 @@ fn limits_of(w: &WasmPluginFile, field: &str) -> Result<Limits, ConfigError> {
         }
     };
     Ok(Limits {
-        call_timeout: duration(&format!("{field}.timeout"), &w.timeout, defaults.call_timeout)?,
+        call_timeout: duration(
+            &format!("{field}.timeout"),
+            &w.timeout,
+            defaults.call_timeout,
+        )?,
         init_timeout: duration(
             &format!("{field}.initTimeout"),
             &w.init_timeout,

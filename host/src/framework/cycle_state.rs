@@ -60,7 +60,9 @@ impl CycleState {
     }
 
     pub fn read<T: StateData>(&self, key: &str) -> Option<&T> {
-        self.data.get(key).and_then(|b| (**b).as_any().downcast_ref())
+        self.data
+            .get(key)
+            .and_then(|b| (**b).as_any().downcast_ref())
     }
 
     pub fn read_mut<T: StateData>(&mut self, key: &str) -> Option<&mut T> {

@@ -90,7 +90,8 @@ pub trait PreFilterPlugin: Plugin {
     /// Computes what Filter needs once per cycle. A rejection rejects every
     /// node with its reason; `Skip` makes this plugin's Filter pass every
     /// node in this cycle.
-    fn pre_filter(&self, ctx: &CycleContext, state: &mut CycleState) -> Result<Decision, Rejection>;
+    fn pre_filter(&self, ctx: &CycleContext, state: &mut CycleState)
+        -> Result<Decision, Rejection>;
 
     /// AddPod: `pod` is placed on `node` in a what-if evaluation
     /// (preemption's reprieve, nominated pods); update `state` to match.
@@ -119,8 +120,12 @@ pub trait PreFilterPlugin: Plugin {
 
 /// Filter: whether the pod fits a node. Called in parallel, on batches.
 pub trait FilterPlugin: Plugin {
-    fn filter(&self, ctx: &CycleContext, state: &CycleState, node: &NodeInfo)
-        -> Result<(), Rejection>;
+    fn filter(
+        &self,
+        ctx: &CycleContext,
+        state: &CycleState,
+        node: &NodeInfo,
+    ) -> Result<(), Rejection>;
 
     /// Filters a batch: `out[i]` becomes the verdict on `nodes[i]` (`None`:
     /// fits). The default filters node by node.
@@ -216,8 +221,12 @@ pub trait PreScorePlugin: Plugin {
 /// Score and NormalizeScore.
 pub trait ScorePlugin: Plugin {
     /// The pod on `node`, raw.
-    fn score(&self, ctx: &CycleContext, state: &CycleState, node: &NodeInfo)
-        -> Result<i64, PluginError>;
+    fn score(
+        &self,
+        ctx: &CycleContext,
+        state: &CycleState,
+        node: &NodeInfo,
+    ) -> Result<i64, PluginError>;
 
     /// Scores a batch into `out` (same order as `nodes`). `Skip`: the
     /// plugin counts for nothing in this cycle. Called in parallel on

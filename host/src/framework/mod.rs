@@ -26,9 +26,9 @@ pub use explain::{Explanation, FilterVerdict, NodeExplanation, ScoreDetail};
 pub use fit_error::FitError;
 pub use interface::{
     BindAction, BindPlugin, CycleContext, Decision, FilterPlugin, FilterRunner, Filtered,
-    Nomination, Permit, PermitPlugin, Plugin, PluginError, PluginHealth, PostBindPlugin, PostFilterPlugin,
-    PostFilterResult, PreBindPlugin, PreFilterPlugin, PreScorePlugin, Rejection, ReservePlugin,
-    ScorePlugin, MAX_NODE_SCORE,
+    Nomination, Permit, PermitPlugin, Plugin, PluginError, PluginHealth, PostBindPlugin,
+    PostFilterPlugin, PostFilterResult, PreBindPlugin, PreFilterPlugin, PreScorePlugin, Rejection,
+    ReservePlugin, ScorePlugin, MAX_NODE_SCORE,
 };
 pub use node_info::{Change, NodeInfo, Snapshot};
 pub use profile::{PluginBundle, Point, Profile, WeightedScore};

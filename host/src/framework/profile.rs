@@ -162,10 +162,7 @@ impl PluginBundle {
 
     /// The extension points this bundle implements.
     pub fn points(&self) -> Vec<Point> {
-        Point::ALL
-            .into_iter()
-            .filter(|p| self.has(*p))
-            .collect()
+        Point::ALL.into_iter().filter(|p| self.has(*p)).collect()
     }
 
     pub fn has(&self, point: Point) -> bool {

@@ -107,9 +107,9 @@ impl WaitingPods {
             .map(|w| {
                 let end = match (&w.rejected, w.pending.iter().find(|(_, d)| **d <= now_ms)) {
                     (Some(r), _) => WaitEnd::Rejected(r.clone()),
-                    (None, Some((plugin, _))) => {
-                        WaitEnd::Rejected(format!("rejected due to timeout after waiting for {plugin}"))
-                    }
+                    (None, Some((plugin, _))) => WaitEnd::Rejected(format!(
+                        "rejected due to timeout after waiting for {plugin}"
+                    )),
                     (None, None) => WaitEnd::Allowed,
                 };
                 (w.assumption, end)

@@ -82,10 +82,10 @@ impl std::fmt::Display for Verdict {
 #[derive(Debug, Clone)]
 pub enum Input {
     /// A scheduling cycle of this pod on every fixture node.
-    Cycle(Pod),
+    Cycle(Box<Pod>),
     /// A `deletion-cost` call.
     DeletionCost {
-        pod: wit::PodStatus,
+        pod: Box<wit::PodStatus>,
         metrics: Vec<(String, f64)>,
     },
 }
@@ -303,17 +303,17 @@ impl CaseFile {
 fn case(i: usize, c: RawCase, names: &BTreeMap<String, u32>) -> Result<Case, CaseError> {
     let at = format!("cases[{i}] {:?}", c.name);
     let input = match (c.pod, c.deletion_cost) {
-        (Some(p), None) => Input::Cycle(pod(p, &format!("{at} pod"))?),
+        (Some(p), None) => Input::Cycle(Box::new(pod(p, &format!("{at} pod"))?)),
         (None, Some(d)) => {
             let p = pod(d.pod, &format!("{at} deletionCost.pod"))?;
             Input::DeletionCost {
-                pod: wit::PodStatus {
+                pod: Box::new(wit::PodStatus {
                     pod: convert::pod(&p, &Interests::default()),
                     phase: d.phase,
                     ready: d.ready,
                     age_seconds: d.age_seconds,
                     restarts: d.restarts,
-                },
+                }),
                 metrics: d.metrics.into_iter().collect(),
             }
         }

@@ -10,7 +10,9 @@ use crate::framework::{
 };
 use crate::model::Pod;
 use crate::wasm::bindings::types as wit;
-use crate::wasm::{loader, FailurePolicy, Limits, Loader, PluginFailure, PluginModule, WasmSettings};
+use crate::wasm::{
+    loader, FailurePolicy, Limits, Loader, PluginFailure, PluginModule, WasmSettings,
+};
 
 use super::cases::{Case, CaseFile, Expect, Input, Verdict};
 use super::report::{CaseResult, Diff, Report};
@@ -34,7 +36,15 @@ pub fn run(
         failure_policy: FailurePolicy::Fail,
     };
     let loader = Loader::default();
-    let start = || loader.start(NAME, module.clone(), settings.clone(), 1, Default::default());
+    let start = || {
+        loader.start(
+            NAME,
+            module.clone(),
+            settings.clone(),
+            1,
+            Default::default(),
+        )
+    };
     // Start once up front so a plugin that cannot start is one error,
     // not the same failure in every case.
     start()?;
@@ -97,7 +107,12 @@ fn run_case(
 fn explain(plugin: &Arc<crate::wasm::WasmPlugin>, snapshot: &Snapshot, pod: &Pod) -> Explanation {
     let bundle = loader::bundle(plugin);
     let mut profile = Profile::new("plugin-test", Some(100));
-    for point in [Point::PreFilter, Point::Filter, Point::PreScore, Point::Score] {
+    for point in [
+        Point::PreFilter,
+        Point::Filter,
+        Point::PreScore,
+        Point::Score,
+    ] {
         profile.enable(&bundle, point, 1);
     }
     let fw = Framework::new(profile, 1, 0);
@@ -161,14 +176,22 @@ fn cycle(module: &PluginModule, file: &CaseFile, e: &Explanation, expect: &Expec
         return match &expect.error {
             Some(want) if want == reason => Vec::new(),
             Some(want) => vec![diff("cycle-start error", want, reason)],
-            None => vec![diff("cycle-start", "a cycle plan", format!("error: {reason}"))],
+            None => vec![diff(
+                "cycle-start",
+                "a cycle plan",
+                format!("error: {reason}"),
+            )],
         };
     }
     let plan = plan_of(module, e);
     let show_plan = |p: &wit::CyclePlan| format!("filter: {}, score: {}", p.filter, p.score);
     let mut diffs = Vec::new();
     if let Some(want) = &expect.error {
-        diffs.push(diff("cycle-start", format!("error: {want}"), show_plan(&plan)));
+        diffs.push(diff(
+            "cycle-start",
+            format!("error: {want}"),
+            show_plan(&plan),
+        ));
     }
     if let Some(p) = &expect.plan {
         if (p.filter, p.score) != (plan.filter, plan.score) {
@@ -192,10 +215,13 @@ fn cycle(module: &PluginModule, file: &CaseFile, e: &Explanation, expect: &Expec
         return diffs;
     }
     let score = |n: &NodeExplanation, normalized: bool| {
-        n.scores
-            .iter()
-            .find(|s| s.plugin == NAME)
-            .and_then(|s| if normalized { s.normalized } else { s.raw })
+        n.scores.iter().find(|s| s.plugin == NAME).and_then(|s| {
+            if normalized {
+                s.normalized
+            } else {
+                s.raw
+            }
+        })
     };
     for (label, expected, normalized) in [
         ("score", &expect.score, false),
@@ -235,4 +261,3 @@ fn index(file: &CaseFile, node: &str) -> usize {
         .position(|n| n.name == node)
         .expect("case file nodes were checked when parsed")
 }
-

@@ -625,14 +625,16 @@ impl Reloader {
             let workers = self.scheduler.parallelism;
             let new = loader
                 .start(name, module.clone(), settings, workers, old.handle.clone())
-                .map_err(|f| (Stage::Init, format!("profile {profile_name}: failed to start: {f}")))?;
-            let profile = fw
-                .profile()
-                .replace(&loader::bundle(&new))
-                .map_err(|m| {
-                    let m = format!("profile {profile_name}: {m} (exports: {})", module.exports);
-                    (Stage::Exports, m)
+                .map_err(|f| {
+                    (
+                        Stage::Init,
+                        format!("profile {profile_name}: failed to start: {f}"),
+                    )
                 })?;
+            let profile = fw.profile().replace(&loader::bundle(&new)).map_err(|m| {
+                let m = format!("profile {profile_name}: {m} (exports: {})", module.exports);
+                (Stage::Exports, m)
+            })?;
             swaps.push((fw, profile));
         }
         Ok(swaps)

@@ -242,7 +242,9 @@ impl Collector for PluginHealthCollector {
                         .with_label_values(&[labels[0], labels[1], cause])
                         .inc_by(n);
                 }
-                instances.with_label_values(&labels).inc_by(health.instances);
+                instances
+                    .with_label_values(&labels)
+                    .inc_by(health.instances);
             }
         }
         let mut out = errors.collect();

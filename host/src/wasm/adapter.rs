@@ -15,9 +15,9 @@ use std::time::Duration;
 use parking_lot::Mutex;
 
 use crate::framework::{
-    BindAction, CycleContext, CycleState, Decision, FilterPlugin, NodeInfo, Permit,
-    PermitPlugin, Plugin, PluginBundle, PluginError, PluginHealth, PreBindPlugin,
-    PreFilterPlugin, PreScorePlugin, Rejection, ReservePlugin, ScorePlugin,
+    BindAction, CycleContext, CycleState, Decision, FilterPlugin, NodeInfo, Permit, PermitPlugin,
+    Plugin, PluginBundle, PluginError, PluginHealth, PreBindPlugin, PreFilterPlugin,
+    PreScorePlugin, Rejection, ReservePlugin, ScorePlugin,
 };
 use crate::model::Pod;
 
@@ -115,7 +115,11 @@ impl Plugin for WasmPlugin {
 }
 
 impl PreFilterPlugin for WasmPlugin {
-    fn pre_filter(&self, ctx: &CycleContext, state: &mut CycleState) -> Result<Decision, Rejection> {
+    fn pre_filter(
+        &self,
+        ctx: &CycleContext,
+        state: &mut CycleState,
+    ) -> Result<Decision, Rejection> {
         let plan = match self.cycle_start(ctx.snapshot, ctx.cycle, ctx.pod) {
             Ok(Ok(plan)) => plan,
             Ok(Err(reason)) => return Err(Rejection::unresolvable(reason)),
@@ -144,7 +148,12 @@ fn reject_all(out: &mut [Option<Rejection>], reason: &str) {
 }
 
 impl FilterPlugin for WasmPlugin {
-    fn filter(&self, ctx: &CycleContext, state: &CycleState, node: &NodeInfo) -> Result<(), Rejection> {
+    fn filter(
+        &self,
+        ctx: &CycleContext,
+        state: &CycleState,
+        node: &NodeInfo,
+    ) -> Result<(), Rejection> {
         let mut out = [None];
         self.filter_batch(ctx, state, &[node], &mut out);
         out[0].take().map_or(Ok(()), Err)
@@ -202,7 +211,12 @@ impl PreScorePlugin for WasmPlugin {
 }
 
 impl ScorePlugin for WasmPlugin {
-    fn score(&self, ctx: &CycleContext, state: &CycleState, node: &NodeInfo) -> Result<i64, PluginError> {
+    fn score(
+        &self,
+        ctx: &CycleContext,
+        state: &CycleState,
+        node: &NodeInfo,
+    ) -> Result<i64, PluginError> {
         let mut out = [0];
         self.score_batch(ctx, state, &[node], &mut out)?;
         Ok(out[0])
@@ -280,8 +294,13 @@ impl WasmPlugin {
 }
 
 impl ReservePlugin for WasmPlugin {
-    fn reserve(&self, ctx: &CycleContext, state: &mut CycleState, node: &NodeInfo) -> Result<(), PluginError> {
-        match self.call_reserve( ctx.snapshot, ctx.cycle, ctx.pod, node.index) {
+    fn reserve(
+        &self,
+        ctx: &CycleContext,
+        state: &mut CycleState,
+        node: &NodeInfo,
+    ) -> Result<(), PluginError> {
+        match self.call_reserve(ctx.snapshot, ctx.cycle, ctx.pod, node.index) {
             Ok(Ok(Ok(patch))) => {
                 let r = Reservation {
                     node: node.index,
@@ -306,7 +325,12 @@ impl ReservePlugin for WasmPlugin {
 }
 
 impl PreBindPlugin for WasmPlugin {
-    fn pre_bind(&self, _pod: &Pod, state: &CycleState, _node: &str) -> Result<Vec<BindAction>, PluginError> {
+    fn pre_bind(
+        &self,
+        _pod: &Pod,
+        state: &CycleState,
+        _node: &str,
+    ) -> Result<Vec<BindAction>, PluginError> {
         let Some(r) = state.read::<Reservation>(&self.reservation_key()) else {
             return Ok(Vec::new());
         };
@@ -321,8 +345,13 @@ impl PreBindPlugin for WasmPlugin {
 }
 
 impl PermitPlugin for WasmPlugin {
-    fn permit(&self, ctx: &CycleContext, _state: &mut CycleState, node: &NodeInfo) -> Result<Permit, PluginError> {
-        let result = match self.call_permit( ctx.snapshot, ctx.cycle, ctx.pod, node.index) {
+    fn permit(
+        &self,
+        ctx: &CycleContext,
+        _state: &mut CycleState,
+        node: &NodeInfo,
+    ) -> Result<Permit, PluginError> {
+        let result = match self.call_permit(ctx.snapshot, ctx.cycle, ctx.pod, node.index) {
             Ok(Ok(r)) => r,
             Ok(Err(reason)) => return Ok(Permit::Reject(reason)),
             Err(f) => return self.late_failure(&f).map(|_| Permit::Allow),

@@ -11,12 +11,10 @@
 #[doc(hidden)]
 macro_rules! wit_conversions {
     ($wit:path) => {
-
-
         use $crate::framework::Change;
-        use $crate::wasm::interests::Interests;
         use $crate::model::pod::TolerationOp;
         use $crate::model::{Node, Pod, Resources, TaintEffect};
+        use $crate::wasm::interests::Interests;
         use $wit as wit;
 
         fn resources(r: &Resources) -> Vec<wit::ResourceAmount> {

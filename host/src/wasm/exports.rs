@@ -66,9 +66,11 @@ macro_rules! versioned {
         impl $ix {
             fn new(pre: &InstancePre<HostState>, minor: Minor) -> Option<Self> {
                 match minor {
-                    Minor::V0_1 => v0_1::exports::wasmsched::plugin::$module::GuestIndices::new(pre)
-                        .ok()
-                        .map(Self::V0_1),
+                    Minor::V0_1 => {
+                        v0_1::exports::wasmsched::plugin::$module::GuestIndices::new(pre)
+                            .ok()
+                            .map(Self::V0_1)
+                    }
                     Minor::Current => {
                         current::exports::wasmsched::plugin::$module::GuestIndices::new(pre)
                             .ok()
@@ -112,7 +114,11 @@ impl Lifecycle {
         forward!(self, g => g.call_contract_version(s))
     }
 
-    pub fn init(&self, s: &mut Store<HostState>, args: &str) -> wasmtime::Result<Result<(), String>> {
+    pub fn init(
+        &self,
+        s: &mut Store<HostState>,
+        args: &str,
+    ) -> wasmtime::Result<Result<(), String>> {
         forward!(self, g => g.call_init(s, args))
     }
 
@@ -245,19 +251,59 @@ impl Indices {
     }
 
     /// The typed functions of a fresh instance.
-    pub fn load(&self, store: &mut Store<HostState>, instance: &Instance) -> wasmtime::Result<Funcs> {
+    pub fn load(
+        &self,
+        store: &mut Store<HostState>,
+        instance: &Instance,
+    ) -> wasmtime::Result<Funcs> {
         let s = store;
         Ok(Funcs {
             lifecycle: self.lifecycle.load(s, instance)?,
-            interests: self.interests.as_ref().map(|i| i.load(&mut *s, instance)).transpose()?,
-            filter: self.filter.as_ref().map(|i| i.load(s, instance)).transpose()?,
-            score: self.score.as_ref().map(|i| i.load(s, instance)).transpose()?,
-            normalize: self.normalize.as_ref().map(|i| i.load(s, instance)).transpose()?,
-            post_filter: self.post_filter.as_ref().map(|i| i.load(&mut *s, instance)).transpose()?,
-            reserve: self.reserve.as_ref().map(|i| i.load(&mut *s, instance)).transpose()?,
-            permit: self.permit.as_ref().map(|i| i.load(&mut *s, instance)).transpose()?,
-            pre_bind: self.pre_bind.as_ref().map(|i| i.load(&mut *s, instance)).transpose()?,
-            deletion_cost: self.deletion_cost.as_ref().map(|i| i.load(s, instance)).transpose()?,
+            interests: self
+                .interests
+                .as_ref()
+                .map(|i| i.load(&mut *s, instance))
+                .transpose()?,
+            filter: self
+                .filter
+                .as_ref()
+                .map(|i| i.load(s, instance))
+                .transpose()?,
+            score: self
+                .score
+                .as_ref()
+                .map(|i| i.load(s, instance))
+                .transpose()?,
+            normalize: self
+                .normalize
+                .as_ref()
+                .map(|i| i.load(s, instance))
+                .transpose()?,
+            post_filter: self
+                .post_filter
+                .as_ref()
+                .map(|i| i.load(&mut *s, instance))
+                .transpose()?,
+            reserve: self
+                .reserve
+                .as_ref()
+                .map(|i| i.load(&mut *s, instance))
+                .transpose()?,
+            permit: self
+                .permit
+                .as_ref()
+                .map(|i| i.load(&mut *s, instance))
+                .transpose()?,
+            pre_bind: self
+                .pre_bind
+                .as_ref()
+                .map(|i| i.load(&mut *s, instance))
+                .transpose()?,
+            deletion_cost: self
+                .deletion_cost
+                .as_ref()
+                .map(|i| i.load(s, instance))
+                .transpose()?,
         })
     }
 }

@@ -91,11 +91,8 @@ mod tests {
 
     #[test]
     fn keys_and_prefixes_select_entries() {
-        let sel: KeySelector = wit::KeySelector::Keys(vec![
-            "app".into(),
-            "network.wasmsched.io/*".into(),
-        ])
-        .into();
+        let sel: KeySelector =
+            wit::KeySelector::Keys(vec!["app".into(), "network.wasmsched.io/*".into()]).into();
         let map: BTreeMap<String, String> = [
             ("app", "web"),
             ("network.wasmsched.io/peers", "x"),

@@ -158,9 +158,8 @@ impl PluginModule {
         let pre = linker
             .instantiate_pre(component)
             .map_err(|e| LoadError::Imports(format!("{e:#}")))?;
-        let indices = Indices::new(&pre, minor).ok_or_else(|| {
-            LoadError::Contract(format!("no usable export {PACKAGE}/lifecycle"))
-        })?;
+        let indices = Indices::new(&pre, minor)
+            .ok_or_else(|| LoadError::Contract(format!("no usable export {PACKAGE}/lifecycle")))?;
         let exports = indices.exports();
         if !(exports.filter
             || exports.score
@@ -168,7 +167,7 @@ impl PluginModule {
             || exports.post_filter
             || exports.reserve
             || exports.permit)
-    {
+        {
             return Err(LoadError::Contract(
                 "exports no extension point (filter, score, post-filter, reserve, permit or deletion-cost)".into(),
             ));
@@ -235,10 +234,10 @@ fn linker() -> wasmtime::Result<Linker<HostState>> {
     use wasmtime::component::HasSelf;
     let mut linker = Linker::new(engine());
     wasmtime_wasi::p2::add_to_linker_sync(&mut linker)?;
-    super::bindings::current::wasmsched::plugin::host::add_to_linker::<HostState, HasSelf<HostState>>(
-        &mut linker,
-        |s| s,
-    )?;
+    super::bindings::current::wasmsched::plugin::host::add_to_linker::<
+        HostState,
+        HasSelf<HostState>,
+    >(&mut linker, |s| s)?;
     super::bindings::v0_1::wasmsched::plugin::host::add_to_linker::<HostState, HasSelf<HostState>>(
         &mut linker,
         |s| s,

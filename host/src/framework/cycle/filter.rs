@@ -59,7 +59,8 @@ impl<'a> Cycle<'a> {
         let all: Vec<&'a NodeInfo> = snapshot.nodes().collect();
         let start = self.fw.next_start.load(Ordering::Relaxed) % all.len();
         let order: Vec<&'a NodeInfo> = all[start..].iter().chain(&all[..start]).copied().collect();
-        let to_find = num_feasible_nodes_to_find(all.len(), self.profile.percentage_of_nodes_to_score);
+        let to_find =
+            num_feasible_nodes_to_find(all.len(), self.profile.percentage_of_nodes_to_score);
         let workers = self.fw.workers();
         let chunk = (to_find / workers).clamp(16, 256);
         let mut found = Found {

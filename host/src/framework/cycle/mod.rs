@@ -27,7 +27,6 @@ use super::profile::Profile;
 use super::timings::Timings;
 use super::waiting::WaitingPods;
 
-
 static CYCLE_IDS: AtomicU64 = AtomicU64::new(1);
 
 /// Where the pod goes.
@@ -229,7 +228,12 @@ impl Cycle<'_> {
         }
         let started = Instant::now();
         let found = self.find_feasible();
-        self.timed_point("Filter", !found.feasible.is_empty(), "Unschedulable", started);
+        self.timed_point(
+            "Filter",
+            !found.feasible.is_empty(),
+            "Unschedulable",
+            started,
+        );
         match found.feasible.len() {
             0 => self.unschedulable(fit, &found),
             1 => {

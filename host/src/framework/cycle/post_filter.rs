@@ -8,7 +8,7 @@ use std::time::Instant;
 use crate::framework::cycle_state::CycleState;
 use crate::framework::fit_error::FitError;
 use crate::framework::interface::{
-    CycleContext, Filtered, FilterRunner, Nomination, PluginError, PostFilterResult, Rejection,
+    CycleContext, FilterRunner, Filtered, Nomination, PluginError, PostFilterResult, Rejection,
 };
 use crate::framework::node_info::NodeInfo;
 use crate::framework::profile::Profile;
@@ -47,7 +47,9 @@ impl Cycle<'_> {
                     break;
                 }
                 Ok(PostFilterResult::Unschedulable(msg)) => fit.post_filter.push(msg),
-                Err(e) => fit.post_filter.push(format!("plugin {} failed: {e}", p.name())),
+                Err(e) => fit
+                    .post_filter
+                    .push(format!("plugin {} failed: {e}", p.name())),
             }
         }
         let status = if nominated.is_some() {

@@ -92,7 +92,9 @@ impl Cycle<'_> {
                 row.push(match (skipped, verdict) {
                     (true, _) => (FilterVerdict::Skip, false),
                     (false, None) => (FilterVerdict::Pass, false),
-                    (false, Some(r)) => (FilterVerdict::Reject(r.reasons.join(", ")), r.unresolvable),
+                    (false, Some(r)) => {
+                        (FilterVerdict::Reject(r.reasons.join(", ")), r.unresolvable)
+                    }
                 });
             }
         }

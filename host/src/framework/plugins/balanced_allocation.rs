@@ -7,7 +7,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use crate::framework::interface::MAX_NODE_SCORE;
-use crate::framework::{CycleContext, CycleState, NodeInfo, PluginError, ScorePlugin, Plugin};
+use crate::framework::{CycleContext, CycleState, NodeInfo, Plugin, PluginError, ScorePlugin};
 use crate::model::resources::{CPU, MEMORY};
 
 use super::helpers::{allocatable_and_requested, args_object, int_in, json_type, reject_unknown};
@@ -110,7 +110,6 @@ impl Plugin for BalancedAllocation {
 }
 
 impl ScorePlugin for BalancedAllocation {
-
     /// Uses the actual requests (not the non-zero defaults). A pod that
     /// requests none of the resources scores 0 everywhere, as upstream
     /// skips it: otherwise every best-effort pod would chase the same

@@ -11,7 +11,10 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use crate::framework::interface::MAX_NODE_SCORE;
-use crate::framework::{CycleContext, CycleState, Decision, FilterPlugin, NodeInfo, Plugin, PluginError, PreFilterPlugin, PreScorePlugin, Rejection, ScorePlugin, Snapshot};
+use crate::framework::{
+    CycleContext, CycleState, Decision, FilterPlugin, NodeInfo, Plugin, PluginError,
+    PreFilterPlugin, PreScorePlugin, Rejection, ScorePlugin, Snapshot,
+};
 use crate::model::pod::PodAffinityTerm;
 use crate::model::{Node, Pod};
 
@@ -199,7 +202,11 @@ impl Plugin for InterPodAffinity {
 }
 
 impl PreFilterPlugin for InterPodAffinity {
-    fn pre_filter(&self, ctx: &CycleContext, state: &mut CycleState) -> Result<Decision, Rejection> {
+    fn pre_filter(
+        &self,
+        ctx: &CycleContext,
+        state: &mut CycleState,
+    ) -> Result<Decision, Rejection> {
         state.write(PRE_FILTER_KEY, FilterState::compute(ctx.pod, ctx.snapshot));
         Ok(Decision::Run)
     }
@@ -218,8 +225,6 @@ impl PreScorePlugin for InterPodAffinity {
 }
 
 impl FilterPlugin for InterPodAffinity {
-
-
     fn filter(
         &self,
         ctx: &CycleContext,
@@ -313,8 +318,6 @@ impl InterPodAffinity {
 }
 
 impl ScorePlugin for InterPodAffinity {
-
-
     /// The summed weights of the pairs the node is in: positive for
     /// affinity, negative for anti-affinity.
     fn score(
@@ -368,7 +371,11 @@ pub fn new(
 ) -> Result<crate::framework::PluginBundle, String> {
     let p = InterPodAffinity::from_args(args).map_err(|e| format!("{NAME} args: {e}"))?;
     let p = Arc::new(p);
-    Ok(crate::framework::PluginBundle::new(p.clone()).with_pre_filter(&p).with_filter(&p).with_pre_score(&p).with_score(&p))
+    Ok(crate::framework::PluginBundle::new(p.clone())
+        .with_pre_filter(&p)
+        .with_filter(&p)
+        .with_pre_score(&p)
+        .with_score(&p))
 }
 
 #[cfg(test)]

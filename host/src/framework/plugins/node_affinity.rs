@@ -4,7 +4,10 @@
 use std::sync::Arc;
 
 use crate::framework::interface::default_normalize;
-use crate::framework::{CycleContext, CycleState, Decision, FilterPlugin, NodeInfo, Plugin, PluginError, Rejection, ScorePlugin};
+use crate::framework::{
+    CycleContext, CycleState, Decision, FilterPlugin, NodeInfo, Plugin, PluginError, Rejection,
+    ScorePlugin,
+};
 
 use super::helpers::matches_required_node_affinity;
 
@@ -23,7 +26,6 @@ impl Plugin for NodeAffinity {
 }
 
 impl FilterPlugin for NodeAffinity {
-
     fn filter(
         &self,
         ctx: &CycleContext,
@@ -40,7 +42,6 @@ impl FilterPlugin for NodeAffinity {
 }
 
 impl ScorePlugin for NodeAffinity {
-
     /// The sum of the weights of the preferred terms the node matches
     /// (an empty term matches nothing, as upstream).
     fn score(
@@ -79,7 +80,9 @@ pub fn new(
 ) -> Result<crate::framework::PluginBundle, String> {
     super::helpers::no_args(NAME, args)?;
     let p = Arc::new(NodeAffinity);
-    Ok(crate::framework::PluginBundle::new(p.clone()).with_filter(&p).with_score(&p))
+    Ok(crate::framework::PluginBundle::new(p.clone())
+        .with_filter(&p)
+        .with_score(&p))
 }
 
 #[cfg(test)]

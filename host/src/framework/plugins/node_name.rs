@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use crate::framework::{CycleContext, CycleState, FilterPlugin, NodeInfo, Rejection, Plugin};
+use crate::framework::{CycleContext, CycleState, FilterPlugin, NodeInfo, Plugin, Rejection};
 
 pub const NAME: &str = "NodeName";
 
@@ -23,7 +23,6 @@ impl Plugin for NodeName {
 }
 
 impl FilterPlugin for NodeName {
-
     fn filter(
         &self,
         ctx: &CycleContext,

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use crate::framework::{CycleContext, CycleState, FilterPlugin, NodeInfo, Rejection, Plugin};
+use crate::framework::{CycleContext, CycleState, FilterPlugin, NodeInfo, Plugin, Rejection};
 use crate::model::pod::HostPort;
 
 pub const NAME: &str = "NodePorts";
@@ -54,7 +54,6 @@ impl Plugin for NodePorts {
 }
 
 impl FilterPlugin for NodePorts {
-
     fn filter(
         &self,
         ctx: &CycleContext,

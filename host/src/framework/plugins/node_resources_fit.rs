@@ -10,7 +10,8 @@ use serde_json::{Map, Value};
 
 use crate::framework::interface::MAX_NODE_SCORE;
 use crate::framework::{
-    CycleContext, CycleState, FilterPlugin, NodeInfo, PluginError, Rejection, ScorePlugin, Plugin};
+    CycleContext, CycleState, FilterPlugin, NodeInfo, Plugin, PluginError, Rejection, ScorePlugin,
+};
 use crate::model::resources::{CPU, EPHEMERAL_STORAGE, MEMORY, PODS};
 use crate::model::Pod;
 
@@ -269,7 +270,6 @@ impl Plugin for NodeResourcesFit {
 }
 
 impl FilterPlugin for NodeResourcesFit {
-
     fn filter(
         &self,
         ctx: &CycleContext,
@@ -308,7 +308,6 @@ pub fn most_requested_score(requested: i64, capacity: i64) -> i64 {
 }
 
 impl ScorePlugin for NodeResourcesFit {
-
     /// Upstream `leastResourceScorer`/`mostResourceScorer`: the weighted
     /// average of the per-resource scores, over the resources the node has.
     fn score(
@@ -341,7 +340,9 @@ pub fn new(
 ) -> Result<crate::framework::PluginBundle, String> {
     let fit = FitArgs::parse(args).map_err(|e| format!("{NAME} args: {e}"))?;
     let p = Arc::new(NodeResourcesFit::new(fit));
-    Ok(crate::framework::PluginBundle::new(p.clone()).with_filter(&p).with_score(&p))
+    Ok(crate::framework::PluginBundle::new(p.clone())
+        .with_filter(&p)
+        .with_score(&p))
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use crate::framework::{CycleContext, CycleState, FilterPlugin, NodeInfo, Rejection, Plugin};
+use crate::framework::{CycleContext, CycleState, FilterPlugin, NodeInfo, Plugin, Rejection};
 use crate::model::pod::tolerated;
 use crate::model::{Taint, TaintEffect};
 
@@ -27,7 +27,6 @@ impl Plugin for NodeUnschedulable {
 }
 
 impl FilterPlugin for NodeUnschedulable {
-
     fn filter(
         &self,
         ctx: &CycleContext,

@@ -12,7 +12,10 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use crate::framework::interface::MAX_NODE_SCORE;
-use crate::framework::{CycleContext, CycleState, Decision, FilterPlugin, NodeInfo, Plugin, PluginError, PreFilterPlugin, PreScorePlugin, Rejection, ScorePlugin, Snapshot};
+use crate::framework::{
+    CycleContext, CycleState, Decision, FilterPlugin, NodeInfo, Plugin, PluginError,
+    PreFilterPlugin, PreScorePlugin, Rejection, ScorePlugin, Snapshot,
+};
 use crate::model::pod::{SpreadConstraint, WhenUnsatisfiable};
 use crate::model::selector::LabelSelector;
 use crate::model::{Node, Pod};
@@ -205,7 +208,11 @@ impl Plugin for PodTopologySpread {
 }
 
 impl PreFilterPlugin for PodTopologySpread {
-    fn pre_filter(&self, ctx: &CycleContext, state: &mut CycleState) -> Result<Decision, Rejection> {
+    fn pre_filter(
+        &self,
+        ctx: &CycleContext,
+        state: &mut CycleState,
+    ) -> Result<Decision, Rejection> {
         state.write(PRE_FILTER_KEY, FilterState::compute(ctx.pod, ctx.snapshot));
         Ok(Decision::Run)
     }
@@ -227,8 +234,6 @@ impl PreScorePlugin for PodTopologySpread {
 }
 
 impl FilterPlugin for PodTopologySpread {
-
-
     fn filter(
         &self,
         ctx: &CycleContext,
@@ -334,8 +339,6 @@ impl ScoreState {
 }
 
 impl ScorePlugin for PodTopologySpread {
-
-
     /// Upstream: `round(sum over constraints of count * weight + maxSkew - 1)`;
     /// more matching pods in the node's domains means a higher raw score,
     /// reversed by NormalizeScore.
@@ -416,7 +419,11 @@ pub fn new(
 ) -> Result<crate::framework::PluginBundle, String> {
     let p = PodTopologySpread::from_args(args).map_err(|e| format!("{NAME} args: {e}"))?;
     let p = Arc::new(p);
-    Ok(crate::framework::PluginBundle::new(p.clone()).with_pre_filter(&p).with_filter(&p).with_pre_score(&p).with_score(&p))
+    Ok(crate::framework::PluginBundle::new(p.clone())
+        .with_pre_filter(&p)
+        .with_filter(&p)
+        .with_pre_score(&p)
+        .with_score(&p))
 }
 
 #[cfg(test)]
@@ -426,8 +433,8 @@ mod tests {
     use serde_json::{json, Value};
 
     use super::*;
-    use crate::model::Pod;
     use crate::framework::plugins::testutil::*;
+    use crate::model::Pod;
 
     const ZONE: &str = "zone";
 

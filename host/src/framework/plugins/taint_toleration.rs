@@ -5,7 +5,10 @@
 use std::sync::Arc;
 
 use crate::framework::interface::default_normalize;
-use crate::framework::{CycleContext, CycleState, Decision, FilterPlugin, NodeInfo, Plugin, PluginError, Rejection, ScorePlugin};
+use crate::framework::{
+    CycleContext, CycleState, Decision, FilterPlugin, NodeInfo, Plugin, PluginError, Rejection,
+    ScorePlugin,
+};
 use crate::model::pod::tolerated;
 use crate::model::TaintEffect;
 
@@ -21,7 +24,6 @@ impl Plugin for TaintToleration {
 }
 
 impl FilterPlugin for TaintToleration {
-
     /// Upstream reports the first untolerated taint in the node's order,
     /// so the message names one taint even when several block the pod.
     fn filter(
@@ -45,7 +47,6 @@ impl FilterPlugin for TaintToleration {
 }
 
 impl ScorePlugin for TaintToleration {
-
     /// The number of PreferNoSchedule taints the pod does not tolerate.
     fn score(
         &self,
@@ -84,7 +85,9 @@ pub fn new(
 ) -> Result<crate::framework::PluginBundle, String> {
     super::helpers::no_args(NAME, args)?;
     let p = Arc::new(TaintToleration);
-    Ok(crate::framework::PluginBundle::new(p.clone()).with_filter(&p).with_score(&p))
+    Ok(crate::framework::PluginBundle::new(p.clone())
+        .with_filter(&p)
+        .with_score(&p))
 }
 
 #[cfg(test)]
