@@ -47,8 +47,8 @@ pub enum Allowance {
     BalancedAllocationFormula,
     /// NodeResourcesBalancedAllocation: 1.20 counts the non-zero requests
     /// (100m / 200Mi for a container that sets none); upstream now counts
-    /// the actual requests and gives a pod that requests neither cpu nor
-    /// memory 0 everywhere (kubernetes#129138).
+    /// the actual requests (kubernetes#102925) and gives a pod that
+    /// requests neither cpu nor memory 0 everywhere (kubernetes#130260).
     BalancedAllocationRequests,
     /// 1.20 normalizes InterPodAffinity scores over `[min(0, lowest),
     /// max(0, highest)]`; upstream over `[lowest, highest]`
