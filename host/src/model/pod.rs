@@ -229,14 +229,8 @@ impl Pod {
         let (mut non_zero_milli_cpu, mut non_zero_memory) = (0i64, 0i64);
         for (i, c) in spec.containers.iter().enumerate() {
             let (req, lim) = container_resources(c, &format!("spec.containers[{i}]"))?;
-            non_zero_milli_cpu += match req.get(CPU) {
-                0 => DEFAULT_MILLI_CPU_REQUEST,
-                v => v,
-            };
-            non_zero_memory += match req.get(MEMORY) {
-                0 => DEFAULT_MEMORY_REQUEST,
-                v => v,
-            };
+            non_zero_milli_cpu += non_zero_request(&req, CPU, DEFAULT_MILLI_CPU_REQUEST);
+            non_zero_memory += non_zero_request(&req, MEMORY, DEFAULT_MEMORY_REQUEST);
             requests.add(&req);
             limits.add(&lim);
             for p in c.ports.iter().flatten() {
@@ -258,14 +252,10 @@ impl Pod {
             requests.max_with(&req);
             limits.max_with(&lim);
             // Upstream's non-zero requests also take the largest init container.
-            non_zero_milli_cpu = non_zero_milli_cpu.max(match req.get(CPU) {
-                0 => DEFAULT_MILLI_CPU_REQUEST,
-                v => v,
-            });
-            non_zero_memory = non_zero_memory.max(match req.get(MEMORY) {
-                0 => DEFAULT_MEMORY_REQUEST,
-                v => v,
-            });
+            non_zero_milli_cpu =
+                non_zero_milli_cpu.max(non_zero_request(&req, CPU, DEFAULT_MILLI_CPU_REQUEST));
+            non_zero_memory =
+                non_zero_memory.max(non_zero_request(&req, MEMORY, DEFAULT_MEMORY_REQUEST));
         }
         if let Some(overhead) = &spec.overhead {
             let o = Resources::from_k8s(overhead)
@@ -546,8 +536,79 @@ impl Pod {
     }
 }
 
+/// Upstream `GetNonzeroRequestForResource`: a container's request of
+/// `name` for scoring, `default` when it requests none, but an explicit
+/// zero kept ("override if un-set, but not if explicitly set to zero").
+/// `requests` are after API-server defaulting from limits.
+fn non_zero_request(requests: &Resources, name: &str, default: i64) -> i64 {
+    if requests.iter().any(|(k, _)| k == name) {
+        requests.get(name)
+    } else {
+        default
+    }
+}
+
 fn r_has(res: &Option<k8s::ResourceRequirements>, name: &str) -> bool {
     res.as_ref()
         .and_then(|r| r.requests.as_ref())
         .is_some_and(|m| m.contains_key(name))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn pod(containers: serde_json::Value, init: serde_json::Value) -> Pod {
+        let p: k8s::Pod = serde_json::from_value(json!({
+            "metadata": {"name": "p", "namespace": "ns"},
+            "spec": {"containers": containers, "initContainers": init}
+        }))
+        .unwrap();
+        Pod::from_k8s(&p).unwrap()
+    }
+
+    fn container(resources: serde_json::Value) -> serde_json::Value {
+        json!({"name": "c", "image": "x", "resources": resources})
+    }
+
+    #[test]
+    fn non_zero_requests_default_only_what_is_not_requested() {
+        // Nothing requested: kube-scheduler's 100m / 200Mi.
+        let p = pod(json!([container(json!({}))]), json!([]));
+        assert_eq!((p.non_zero_milli_cpu, p.non_zero_memory), (100, 200 << 20));
+        // An explicit zero stays zero (upstream non_zero.go: "override if
+        // un-set, but not if explicitly set to zero").
+        let p = pod(
+            json!([container(json!({"requests": {"cpu": "0", "memory": "0"}}))]),
+            json!([]),
+        );
+        assert_eq!((p.non_zero_milli_cpu, p.non_zero_memory), (0, 0));
+        // Per resource and per container: cpu explicit zero, memory unset;
+        // the second container sets memory only.
+        let p = pod(
+            json!([
+                container(json!({"requests": {"cpu": "0"}})),
+                container(json!({"requests": {"memory": "1Gi"}}))
+            ]),
+            json!([]),
+        );
+        assert_eq!(
+            (p.non_zero_milli_cpu, p.non_zero_memory),
+            (100, (200 << 20) + (1 << 30))
+        );
+        // A zero limit without a request defaults the request to zero.
+        let p = pod(
+            json!([container(json!({"limits": {"cpu": "0"}}))]),
+            json!([]),
+        );
+        assert_eq!(p.non_zero_milli_cpu, 0);
+        // Init containers: the largest one, with the same rule.
+        let p = pod(
+            json!([container(json!({"requests": {"cpu": "0", "memory": "0"}}))]),
+            json!([container(json!({"requests": {"cpu": "0"}}))]),
+        );
+        assert_eq!((p.non_zero_milli_cpu, p.non_zero_memory), (0, 200 << 20));
+    }
 }

@@ -106,7 +106,6 @@ async fn bench_against_kube_scheduler() {
     let qps = size("BENCH_QPS", 500);
     let client = client().await;
     let tmp = tempfile::tempdir().unwrap();
-    let kube_bin = std::env::var("WASMSCHED_TEST_KUBE_BIN").expect("WASMSCHED_TEST_KUBE_BIN");
     let kubeconfig = env().kubeconfig.to_str().unwrap().to_string();
 
     let kube_cfg = tmp.path().join("kube-scheduler.yaml");
@@ -148,28 +147,9 @@ async fn bench_against_kube_scheduler() {
         (
             "kube-scheduler 1.20.2 (default plugins)",
             Box::new({
-                let kube_bin = kube_bin.clone();
                 let kube_cfg = kube_cfg.clone();
                 let log = tmp.path().join("kube-scheduler.log");
-                move || {
-                    Command::new(format!("{kube_bin}/kube-scheduler"))
-                        .arg(format!("--config={}", kube_cfg.display()))
-                        .arg(format!("--secure-port={}", free_port()))
-                        .arg("--port=0")
-                        .arg(format!(
-                            "--authentication-kubeconfig={}",
-                            env().kubeconfig.display()
-                        ))
-                        .arg(format!(
-                            "--authorization-kubeconfig={}",
-                            env().kubeconfig.display()
-                        ))
-                        .arg("-v=1")
-                        .stdout(Stdio::null())
-                        .stderr(std::fs::File::create(&log).unwrap())
-                        .spawn()
-                        .unwrap()
-                }
+                move || kube_scheduler(&kube_cfg, &log, 1)
             }),
         ),
         (

@@ -208,6 +208,32 @@ impl Drop for Scheduler {
     }
 }
 
+/// Starts kube-scheduler 1.20.2 (built with the API server by
+/// `scripts/test-servers`) with the KubeSchedulerConfiguration `config`,
+/// logging into `log` at klog level `verbosity` (10 prints every plugin's
+/// scores); serving on a free port, authenticating against the test API
+/// server.
+pub fn kube_scheduler(config: &Path, log: &Path, verbosity: u8) -> Child {
+    let bin = std::env::var("WASMSCHED_TEST_KUBE_BIN").expect("WASMSCHED_TEST_KUBE_BIN");
+    Command::new(format!("{bin}/kube-scheduler"))
+        .arg(format!("--config={}", config.display()))
+        .arg(format!("--secure-port={}", free_port()))
+        .arg("--port=0")
+        .arg(format!(
+            "--authentication-kubeconfig={}",
+            env().kubeconfig.display()
+        ))
+        .arg(format!(
+            "--authorization-kubeconfig={}",
+            env().kubeconfig.display()
+        ))
+        .arg(format!("-v={verbosity}"))
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(log).unwrap())
+        .spawn()
+        .expect("spawn kube-scheduler")
+}
+
 /// Sums the samples of `name` whose labels include `labels`.
 pub fn metric_value(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
     let mut total = 0.0;

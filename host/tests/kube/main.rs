@@ -8,6 +8,7 @@
 
 mod bench;
 mod deploy;
+mod differential;
 mod env;
 mod faults;
 

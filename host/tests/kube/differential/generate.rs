@@ -1,0 +1,465 @@
+//! Seeded random clusters for the differential test: Nodes, pods already
+//! bound to them, and pending pods, as Kubernetes JSON.
+//!
+//! Neutral by construction (kube-scheduler 1.20 has plugins wasmsched
+//! lacks, and they must score every node alike or not run):
+//! - no `status.images` on nodes: ImageLocality scores 0 everywhere;
+//! - no `scheduler.alpha.kubernetes.io/preferAvoidPods` annotation:
+//!   NodePreferAvoidPods scores 100 everywhere;
+//! - no owner references and no Services, ReplicaSets, ReplicationControllers
+//!   or StatefulSets: SelectorSpread (off in 1.20 anyway, where
+//!   DefaultPodTopologySpread is on) and PodTopologySpread's default
+//!   constraints select nothing;
+//! - no volumes: VolumeBinding, VolumeRestrictions, VolumeZone and the
+//!   volume-limit plugins pass every node;
+//! - every pod has priority 0: preemption (PostFilter) finds no victim.
+//!
+//! Bound pods fit their nodes (requests within allocatable), as a
+//! scheduler would have placed them.
+//!
+//! Left out because 1.20 and current upstream (which wasmsched follows)
+//! differ in ways the test cannot recompute from wasmsched's output (see
+//! docs/compatibility.md):
+//! - topology spread constraints together with a node selector or required
+//!   node affinity (1.20's PreFilter counts pods on nodes that fail the
+//!   pod's node affinity when they share a domain with one that passes);
+//! - two spread constraints of one pod on the same topology key (upstream
+//!   keys its counts by topology pair, kubernetes#129067);
+//! - `namespaceSelector` in pod affinity terms (not in the 1.20 API).
+
+use rand::rngs::StdRng;
+use rand::seq::IndexedRandom;
+use rand::{Rng, SeedableRng};
+use serde_json::{json, Map, Value};
+
+use super::allowances::{bytes, milli_cpu};
+
+/// Namespaces of the generated pods (the second one exercises the
+/// `namespaces` of affinity terms).
+pub const NAMESPACES: [&str; 2] = ["difftest", "difftest-b"];
+/// The profile both schedulers serve.
+pub const SCHEDULER: &str = "diff-scheduler";
+pub const ZONE: &str = "topology.kubernetes.io/zone";
+pub const HOSTNAME: &str = "kubernetes.io/hostname";
+const APPS: [&str; 4] = ["web", "db", "cache", "batch"];
+const ZONES: [&str; 3] = ["zone-a", "zone-b", "zone-c"];
+
+/// One generated cluster.
+pub struct Cluster {
+    pub nodes: Vec<Value>,
+    /// Pods created with `spec.nodeName` set.
+    pub bound: Vec<Value>,
+    /// Pods for the schedulers, in creation order.
+    pub pending: Vec<Value>,
+}
+
+/// A cluster of `nodes` nodes (under 100, so that kube-scheduler's
+/// numFeasibleNodesToFind is every node) and `pending` pending pods.
+pub fn cluster(seed: u64, nodes: usize, pending: usize) -> Cluster {
+    assert!(nodes < 100, "more than 99 nodes would sample nodes");
+    let mut g = Gen {
+        rng: StdRng::seed_from_u64(seed),
+        nodes: nodes as u32,
+    };
+    let nodes: Vec<Value> = (0..nodes).map(|i| g.node(i)).collect();
+    let mut bound = Vec::new();
+    for (i, n) in nodes.iter().enumerate() {
+        // Bound pods fit their node, as a scheduler would have placed them:
+        // on a node already over its allocatable, 1.20 rejects pods that
+        // request none of the resource and today's upstream does not
+        // (kubernetes#116408), which the test cannot recompute.
+        let alloc = &n["status"]["allocatable"];
+        let capacity = [
+            milli_cpu(&alloc["cpu"]),
+            bytes(&alloc["memory"]),
+            alloc.get("nvidia.com/gpu").map_or(0, bytes),
+        ];
+        let max_pods = bytes(&alloc["pods"]);
+        let mut used = [0; 3];
+        for j in 0..g.rng.random_range(0..=2) {
+            let mut p = g.bound_pod(&format!("b{i:02}-{j}"));
+            let takes = usage(&p);
+            if j + 1 > max_pods || (0..3).any(|k| used[k] + takes[k] > capacity[k]) {
+                continue;
+            }
+            (0..3).for_each(|k| used[k] += takes[k]);
+            p["spec"]["nodeName"] = n["metadata"]["name"].clone();
+            bound.push(p);
+        }
+    }
+    let pending = (0..pending)
+        .map(|i| g.pending_pod(&format!("p{i:03}")))
+        .collect();
+    Cluster {
+        nodes,
+        bound,
+        pending,
+    }
+}
+
+/// What a generated pod takes from its node: milli cpu, memory bytes and
+/// GPUs requested (a limit alone counts as the request, as the API server
+/// copies it), summed over containers, at least any init container's.
+fn usage(pod: &Value) -> [i64; 3] {
+    let one = |c: &Value| {
+        let r = &c["resources"];
+        let get = |name: &str| r["requests"].get(name).or(r["limits"].get(name));
+        [
+            get("cpu").map_or(0, milli_cpu),
+            get("memory").map_or(0, bytes),
+            get("nvidia.com/gpu").map_or(0, bytes),
+        ]
+    };
+    let list = |key: &str| pod["spec"][key].as_array().cloned().unwrap_or_default();
+    let mut total = [0; 3];
+    for c in list("containers") {
+        let u = one(&c);
+        (0..3).for_each(|k| total[k] += u[k]);
+    }
+    for c in list("initContainers") {
+        let u = one(&c);
+        (0..3).for_each(|k| total[k] = total[k].max(u[k]));
+    }
+    total
+}
+
+struct Gen {
+    rng: StdRng,
+    nodes: u32,
+}
+
+impl Gen {
+    fn chance(&mut self, p: f64) -> bool {
+        self.rng.random_bool(p)
+    }
+
+    fn pick<T: Copy>(&mut self, from: &[T]) -> T {
+        *from.choose(&mut self.rng).expect("non-empty")
+    }
+
+    fn node_name(&mut self) -> String {
+        format!("n{:02}", self.rng.random_range(0..self.nodes))
+    }
+
+    fn node(&mut self, i: usize) -> Value {
+        let name = format!("n{i:02}");
+        let mut labels = Map::new();
+        labels.insert(HOSTNAME.into(), json!(name));
+        if self.chance(0.9) {
+            labels.insert(ZONE.into(), json!(self.pick(&ZONES)));
+        }
+        if self.chance(0.7) {
+            labels.insert("disktype".into(), json!(self.pick(&["ssd", "hdd"])));
+        }
+        if self.chance(0.8) {
+            labels.insert(
+                "tier".into(),
+                json!(self.rng.random_range(1..=5).to_string()),
+            );
+        }
+        let mut allocatable = json!({
+            "cpu": self.pick(&["2", "4", "8", "3500m"]),
+            "memory": self.pick(&["4Gi", "6Gi", "8Gi", "16Gi"]),
+            "pods": if self.chance(0.85) { "110".to_string() } else { self.rng.random_range(2..=5).to_string() },
+        });
+        if self.chance(0.3) {
+            allocatable["nvidia.com/gpu"] = json!(self.pick(&["1", "2", "4", "8"]));
+        }
+        let mut spec = json!({});
+        if self.chance(0.25) {
+            spec["taints"] = self.taints();
+        }
+        if self.chance(0.1) {
+            spec["unschedulable"] = json!(true);
+        }
+        json!({
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": name, "labels": labels},
+            "spec": spec,
+            "status": {"allocatable": allocatable.clone(), "capacity": allocatable}
+        })
+    }
+
+    fn taints(&mut self) -> Value {
+        let taint = |k: &str, v: &str, e: &str| json!({"key": k, "value": v, "effect": e});
+        match self.rng.random_range(0..5) {
+            0 => json!([taint("dedicated", "gpu", "NoSchedule")]),
+            1 => json!([taint("dedicated", "infra", "NoSchedule")]),
+            2 => json!([taint("spot", "true", "PreferNoSchedule")]),
+            3 => json!([taint("maintenance", "", "NoExecute")]),
+            _ => json!([
+                taint("spot", "true", "PreferNoSchedule"),
+                taint("dedicated", "gpu", "NoSchedule")
+            ]),
+        }
+    }
+
+    /// A request (or limit) value: absent, an explicit zero, or an amount.
+    fn amount(&mut self, amounts: &[&'static str]) -> Option<&'static str> {
+        match self.rng.random_range(0..20) {
+            0..=6 => None,
+            7..=8 => Some("0"),
+            _ => Some(self.pick(amounts)),
+        }
+    }
+
+    fn container(&mut self, name: &str, gpu: bool) -> Value {
+        let mut requests = Map::new();
+        let mut limits = Map::new();
+        let cpu = self.amount(&["100m", "250m", "500m", "1", "1500m", "2", "3"]);
+        let memory = self.amount(&["64Mi", "256Mi", "512Mi", "1Gi", "2Gi", "3Gi", "5Gi"]);
+        for (resource, v) in [("cpu", cpu), ("memory", memory)] {
+            if let Some(v) = v {
+                // Now and then a limit alone, which the API server copies
+                // into the request.
+                let into = if self.chance(0.1) {
+                    &mut limits
+                } else {
+                    &mut requests
+                };
+                into.insert(resource.into(), json!(v));
+            }
+        }
+        if gpu {
+            let n = self.pick(&["1", "2", "4"]);
+            requests.insert("nvidia.com/gpu".into(), json!(n));
+            limits.insert("nvidia.com/gpu".into(), json!(n));
+        }
+        json!({"name": name, "image": "registry.invalid/x",
+               "resources": {"requests": requests, "limits": limits}})
+    }
+
+    fn containers(&mut self) -> (Value, Option<Value>) {
+        let gpu = self.chance(0.1);
+        let mut list = vec![self.container("c0", gpu)];
+        if self.chance(0.25) {
+            list.push(self.container("c1", false));
+        }
+        if self.chance(0.15) {
+            let port = self.pick(&[8080, 9090]);
+            let protocol = self.pick(&["TCP", "UDP"]);
+            list[0]["ports"] =
+                json!([{"containerPort": 80, "hostPort": port, "protocol": protocol}]);
+        }
+        let init = self
+            .chance(0.1)
+            .then(|| json!([self.container("init", false)]));
+        (Value::Array(list), init)
+    }
+
+    fn pod_base(&mut self, name: &str) -> Value {
+        let ns = if self.chance(0.8) {
+            NAMESPACES[0]
+        } else {
+            NAMESPACES[1]
+        };
+        let app = self.pick(&APPS);
+        let (containers, init) = self.containers();
+        let mut p = json!({
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": ns, "labels": {"app": app}},
+            "spec": {"schedulerName": SCHEDULER, "containers": containers,
+                     "terminationGracePeriodSeconds": 0}
+        });
+        if let Some(init) = init {
+            p["spec"]["initContainers"] = init;
+        }
+        p
+    }
+
+    /// A pod already placed: requests, ports, and now and then the
+    /// (anti-)affinity terms that constrain or attract incoming pods.
+    fn bound_pod(&mut self, name: &str) -> Value {
+        let mut p = self.pod_base(name);
+        let app = p["metadata"]["labels"]["app"].as_str().unwrap().to_string();
+        let mut affinity = Map::new();
+        if self.chance(0.15) {
+            let t = self.pod_term(&app);
+            affinity.insert(
+                "podAntiAffinity".into(),
+                json!({"requiredDuringSchedulingIgnoredDuringExecution": [t]}),
+            );
+        }
+        if self.chance(0.1) {
+            let t = self.pod_term(&app);
+            affinity.insert(
+                "podAffinity".into(),
+                json!({"requiredDuringSchedulingIgnoredDuringExecution": [t]}),
+            );
+        }
+        if self.chance(0.2) {
+            let kind = self.pick(&["podAffinity", "podAntiAffinity"]);
+            let t = self.weighted_pod_term(&app);
+            affinity
+                .entry(kind)
+                .or_insert_with(|| json!({}))
+                .as_object_mut()
+                .unwrap()
+                .insert(
+                    "preferredDuringSchedulingIgnoredDuringExecution".into(),
+                    json!([t]),
+                );
+        }
+        if !affinity.is_empty() {
+            p["spec"]["affinity"] = Value::Object(affinity);
+        }
+        p
+    }
+
+    fn pending_pod(&mut self, name: &str) -> Value {
+        let mut p = self.pod_base(name);
+        let app = p["metadata"]["labels"]["app"].as_str().unwrap().to_string();
+        let mut selects_nodes = false;
+        if self.chance(0.15) {
+            selects_nodes = true;
+            p["spec"]["nodeSelector"] = match self.rng.random_range(0..2) {
+                0 => json!({"disktype": "ssd"}),
+                _ => json!({ZONE: self.pick(&ZONES)}),
+            };
+        }
+        let mut affinity = Map::new();
+        let mut node_affinity = Map::new();
+        if self.chance(0.15) {
+            selects_nodes = true;
+            let terms: Vec<Value> = (0..self.rng.random_range(1..=2))
+                .map(|_| self.node_term())
+                .collect();
+            node_affinity.insert(
+                "requiredDuringSchedulingIgnoredDuringExecution".into(),
+                json!({"nodeSelectorTerms": terms}),
+            );
+        }
+        if self.chance(0.25) {
+            let terms: Vec<Value> = (0..self.rng.random_range(1..=2))
+                .map(|_| json!({"weight": self.rng.random_range(1..=100), "preference": self.node_term()}))
+                .collect();
+            node_affinity.insert(
+                "preferredDuringSchedulingIgnoredDuringExecution".into(),
+                Value::Array(terms),
+            );
+        }
+        if !node_affinity.is_empty() {
+            affinity.insert("nodeAffinity".into(), Value::Object(node_affinity));
+        }
+        for kind in ["podAffinity", "podAntiAffinity"] {
+            let mut terms = Map::new();
+            if self.chance(if kind == "podAffinity" { 0.1 } else { 0.15 }) {
+                let t = self.pod_term(&app);
+                terms.insert(
+                    "requiredDuringSchedulingIgnoredDuringExecution".into(),
+                    json!([t]),
+                );
+            }
+            if self.chance(0.15) {
+                let list: Vec<Value> = (0..self.rng.random_range(1..=2))
+                    .map(|_| self.weighted_pod_term(&app))
+                    .collect();
+                terms.insert(
+                    "preferredDuringSchedulingIgnoredDuringExecution".into(),
+                    Value::Array(list),
+                );
+            }
+            if !terms.is_empty() {
+                affinity.insert(kind.into(), Value::Object(terms));
+            }
+        }
+        if !affinity.is_empty() {
+            p["spec"]["affinity"] = Value::Object(affinity);
+        }
+        if self.chance(0.3) {
+            p["spec"]["tolerations"] = self.tolerations();
+        }
+        if !selects_nodes && self.chance(0.25) {
+            p["spec"]["topologySpreadConstraints"] = self.spread(&app);
+        }
+        p
+    }
+
+    fn node_term(&mut self) -> Value {
+        if self.chance(0.1) {
+            // The API allows one value for a field selector.
+            let op = self.pick(&["In", "NotIn"]);
+            return json!({"matchFields": [{"key": "metadata.name", "operator": op, "values": [self.node_name()]}]});
+        }
+        let exprs: Vec<Value> = (0..self.rng.random_range(1..=2))
+            .map(|_| match self.rng.random_range(0..6) {
+                0 => json!({"key": ZONE, "operator": "In", "values": [self.pick(&ZONES), self.pick(&ZONES)]}),
+                1 => json!({"key": "disktype", "operator": "NotIn", "values": ["hdd"]}),
+                2 => json!({"key": "tier", "operator": "Gt", "values": [self.rng.random_range(1..=4).to_string()]}),
+                3 => json!({"key": "tier", "operator": "Lt", "values": [self.rng.random_range(2..=5).to_string()]}),
+                4 => json!({"key": "disktype", "operator": "Exists"}),
+                _ => json!({"key": ZONE, "operator": "DoesNotExist"}),
+            })
+            .collect();
+        json!({"matchExpressions": exprs})
+    }
+
+    /// A pod (anti-)affinity term: mostly on the pod's own app.
+    fn pod_term(&mut self, app: &str) -> Value {
+        let target = if self.chance(0.6) {
+            app.to_string()
+        } else {
+            self.pick(&APPS).to_string()
+        };
+        let selector = if self.chance(0.5) {
+            json!({"matchLabels": {"app": target}})
+        } else {
+            json!({"matchExpressions": [{"key": "app", "operator": "In", "values": [target, self.pick(&APPS)]}]})
+        };
+        let mut t = json!({
+            "labelSelector": selector,
+            "topologyKey": self.pick(&[ZONE, HOSTNAME]),
+        });
+        if self.chance(0.15) {
+            t["namespaces"] = json!(NAMESPACES);
+        }
+        t
+    }
+
+    fn weighted_pod_term(&mut self, app: &str) -> Value {
+        json!({"weight": self.rng.random_range(1..=100), "podAffinityTerm": self.pod_term(app)})
+    }
+
+    fn tolerations(&mut self) -> Value {
+        let all = [
+            json!({"key": "dedicated", "operator": "Equal", "value": "gpu", "effect": "NoSchedule"}),
+            json!({"key": "dedicated", "operator": "Exists"}),
+            json!({"key": "spot", "operator": "Exists", "effect": "PreferNoSchedule"}),
+            json!({"key": "maintenance", "operator": "Exists", "effect": "NoExecute"}),
+            json!({"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"}),
+            json!({"operator": "Exists"}),
+        ];
+        let n = self.rng.random_range(1..=2);
+        let chosen: Vec<Value> = (0..n)
+            .map(|_| all[self.rng.random_range(0..all.len())].clone())
+            .collect();
+        Value::Array(chosen)
+    }
+
+    /// One or two constraints, on different keys.
+    fn spread(&mut self, app: &str) -> Value {
+        let mut keys = vec![self.pick(&[ZONE, HOSTNAME])];
+        if self.chance(0.3) {
+            keys.push(if keys[0] == ZONE { HOSTNAME } else { ZONE });
+        }
+        let list: Vec<Value> = keys
+            .into_iter()
+            .map(|key| {
+                let target = if self.chance(0.8) {
+                    app.to_string()
+                } else {
+                    self.pick(&APPS).to_string()
+                };
+                json!({
+                    "maxSkew": self.rng.random_range(1..=3),
+                    "topologyKey": key,
+                    "whenUnsatisfiable": self.pick(&["DoNotSchedule", "ScheduleAnyway"]),
+                    "labelSelector": {"matchLabels": {"app": target}},
+                })
+            })
+            .collect();
+        Value::Array(list)
+    }
+}
