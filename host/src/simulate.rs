@@ -98,7 +98,7 @@ impl Traffic {
 
 /// The traffic report over every placed pod of the snapshot.
 fn traffic(snapshot: &Snapshot) -> Option<Traffic> {
-    use network_locality::locality::{traffic_report, PlacedPod, TopologyNode, PEERS_ANNOTATION};
+    use wasmsched_shared::locality::{traffic_report, PlacedPod, TopologyNode, PEERS_ANNOTATION};
     let declares = snapshot.nodes().any(|n| {
         n.pods
             .iter()

@@ -117,7 +117,9 @@ impl Controller {
         &self.telemetry
     }
 
-    /// One pass over the managed pods of `inventory`, at `now`.
+    /// One pass over the managed pods of `inventory`, at `now`: list the
+    /// pods, read their metrics, ask the policy, write the costs that
+    /// moved, count.
     pub async fn pass(
         &mut self,
         client: &Client,
@@ -129,8 +131,31 @@ impl Controller {
             dry_run: mode == Mode::DryRun,
             ..Report::default()
         };
+        let (row_facts, candidates) = self.list(inventory, &mut report);
+        let computable = self.read_metrics(&candidates, now, &mut report).await;
+        let answers = self.ask_policy(&candidates, computable, now).await;
+        let writes = self.decide_writes(&candidates, answers, &mut report);
+        for (i, from, to) in writes {
+            let c = &candidates[i];
+            let outcome = match mode {
+                Mode::DryRun => Outcome::WouldWrite { from, to },
+                Mode::Apply => self.write(client, c.facts, to, &mut report).await,
+            };
+            report.pods[c.row].outcome = outcome;
+        }
+        self.count(&row_facts, &report);
+        report
+    }
+
+    /// A row per managed pod (once, even when two ReplicaSets list it);
+    /// returns every pod's facts (aligned with `report.pods`) and the pods
+    /// whose cost may be computed.
+    fn list<'a>(
+        &mut self,
+        inventory: &'a Inventory,
+        report: &mut Report,
+    ) -> (Vec<&'a PodFacts>, Vec<Candidate<'a>>) {
         let mut seen: HashSet<&str> = HashSet::new();
-        // Aligned with `report.pods`.
         let mut row_facts: Vec<&PodFacts> = Vec::new();
         let mut candidates: Vec<Candidate> = Vec::new();
         for rs in inventory.managed(&self.cfg.opt_in) {
@@ -146,25 +171,12 @@ impl Controller {
                     replica_set: rs.name.clone(),
                     current: facts.annotations.get(annotation::COST).cloned(),
                     cost: None,
-                    outcome: Outcome::Skipped {
-                        reason: SkipReason::NoOpinion,
-                        detail: None,
-                    },
+                    outcome: skipped(SkipReason::NoOpinion, None),
                     metrics: BTreeMap::new(),
                     faults: Vec::new(),
                 });
                 let ownership = Ownership::of(&facts.annotations);
-                let early = if facts.terminating {
-                    Some(SkipReason::Terminating)
-                } else if !facts.active() {
-                    Some(SkipReason::Inactive)
-                } else if matches!(ownership, Ownership::Foreign(_)) {
-                    // Not even its metrics are read.
-                    Some(SkipReason::UserSet)
-                } else {
-                    None
-                };
-                match early {
+                match early_skip(facts, &ownership) {
                     Some(reason) => report.pods[row].outcome = skipped(reason, None),
                     None => candidates.push(Candidate {
                         facts,
@@ -175,10 +187,20 @@ impl Controller {
             }
         }
         self.history.retain(&seen);
+        (row_facts, candidates)
+    }
 
+    /// Reads the candidates' metrics; returns (candidate, its resolved
+    /// metrics) for those whose metrics are usable.
+    async fn read_metrics(
+        &mut self,
+        candidates: &[Candidate<'_>],
+        now: Timestamp,
+        report: &mut Report,
+    ) -> Vec<(usize, Resolved)> {
         let pods: Vec<&PodFacts> = candidates.iter().map(|c| c.facts).collect();
         let readings = self.collector.collect(&pods).await;
-        let mut computable: Vec<(usize, Resolved)> = Vec::new();
+        let mut computable = Vec::new();
         for (i, c) in candidates.iter().enumerate() {
             let none = BTreeMap::new();
             let r = readings.get(&c.facts.uid).unwrap_or(&none);
@@ -202,14 +224,23 @@ impl Controller {
             }
             computable.push((i, resolved));
         }
+        computable
+    }
 
-        // The policy is synchronous wasm: run the batch off the runtime.
+    /// The policy's cost for each computable candidate. The policy is
+    /// synchronous wasm: the batch runs off the async runtime.
+    async fn ask_policy(
+        &self,
+        candidates: &[Candidate<'_>],
+        computable: Vec<(usize, Resolved)>,
+        now: Timestamp,
+    ) -> Vec<(usize, PolicyAnswer)> {
         let jobs: Vec<PolicyJob> = computable
             .into_iter()
             .map(|(i, r)| (i, policy::pod_status(candidates[i].facts, now), r.metrics))
             .collect();
         let policy = self.policy.clone();
-        let answers = tokio::task::spawn_blocking(move || {
+        tokio::task::spawn_blocking(move || {
             jobs.into_iter()
                 .map(|(i, status, metrics)| {
                     let answer = match status {
@@ -223,8 +254,17 @@ impl Controller {
                 .collect::<Vec<_>>()
         })
         .await
-        .unwrap_or_default();
+        .unwrap_or_default()
+    }
 
+    /// Records each answer; returns the writes to make, biggest moves
+    /// first (under the rate limit they matter most).
+    fn decide_writes(
+        &self,
+        candidates: &[Candidate<'_>],
+        answers: Vec<(usize, PolicyAnswer)>,
+        report: &mut Report,
+    ) -> Vec<(usize, Option<i32>, i32)> {
         let mut writes: Vec<(usize, Option<i32>, i32)> = Vec::new();
         for (i, answer) in answers {
             let c = &candidates[i];
@@ -247,20 +287,15 @@ impl Controller {
                 }
             }
         }
-
-        // Biggest moves first: under the rate limit they matter most.
         writes.sort_by_key(|(_, from, to)| {
             std::cmp::Reverse((i64::from(*to) - i64::from(from.unwrap_or(0))).unsigned_abs())
         });
-        for (i, from, to) in writes {
-            let c = &candidates[i];
-            let outcome = match mode {
-                Mode::DryRun => Outcome::WouldWrite { from, to },
-                Mode::Apply => self.write(client, c.facts, to, &mut report).await,
-            };
-            report.pods[c.row].outcome = outcome;
-        }
+        writes
+    }
 
+    /// Counts the pass's outcomes and publishes the costs the ReplicaSet
+    /// controller will use now.
+    fn count(&self, row_facts: &[&PodFacts], report: &Report) {
         for row in &report.pods {
             match &row.outcome {
                 Outcome::Written { .. } => self.telemetry.updates.inc(),
@@ -268,7 +303,6 @@ impl Controller {
                 Outcome::WouldWrite { .. } | Outcome::Failed { .. } => {}
             }
         }
-        // The costs the ReplicaSet controller will use now.
         let costs: Vec<i32> = row_facts
             .iter()
             .zip(&report.pods)
@@ -279,7 +313,6 @@ impl Controller {
             })
             .collect();
         self.telemetry.costs.publish(&costs);
-        report
     }
 
     /// Patches one pod's cost, retrying on conflicts after reading the pod
@@ -419,3 +452,20 @@ pub async fn run_controller(
     tracing::info!("deletion-cost controller stopped");
     Ok(())
 }
+
+/// Why a pod is skipped before its metrics are read, if it is.
+fn early_skip(facts: &PodFacts, ownership: &Ownership) -> Option<SkipReason> {
+    if facts.terminating {
+        Some(SkipReason::Terminating)
+    } else if !facts.active() {
+        Some(SkipReason::Inactive)
+    } else if matches!(ownership, Ownership::Foreign(_)) {
+        // Not even its metrics are read.
+        Some(SkipReason::UserSet)
+    } else {
+        None
+    }
+}
+
+/// The policy's answer for one pod: its cost, or why there is none.
+type PolicyAnswer = Result<Option<i32>, (SkipReason, String)>;

@@ -6,10 +6,8 @@
 
 pub mod node;
 pub mod pod;
-// One parser for the scheduler and its plugins: the file lives in the
-// plugin SDK (which plugin authors use) and is compiled here as well.
-#[path = "../../../plugins/sdk/src/quantity.rs"]
-pub mod quantity;
+/// One quantity parser for the scheduler and its plugins (`wasmsched-shared`).
+pub use wasmsched_shared::quantity;
 pub mod resources;
 pub mod selector;
 

@@ -9,17 +9,15 @@
 //! (`network.wasmsched.io/max-distance`) keeps the pod within a node, zone
 //! or region of its placed peers. See `docs/network-locality.md`.
 //!
-//! [`locality`] holds the annotation grammar, the cost model and the
-//! traffic report without depending on the SDK, so that the host can link
-//! this crate natively with `default-features = false`.
+//! The annotation grammar, the cost model and the traffic report are the
+//! shared [`locality`] model (`wasmsched-shared`), which the host's
+//! `simulate` also uses.
 
-pub mod locality;
+pub use wasmsched_plugin_sdk::locality;
 
-#[cfg(feature = "plugin")]
 mod plugin;
 
-#[cfg(feature = "plugin")]
 pub use plugin::{normalize_costs, parse_args, too_far_reason, Cycle, NetworkLocality, MAX_COST};
 
-#[cfg(all(test, feature = "plugin"))]
+#[cfg(test)]
 mod tests;

@@ -37,15 +37,14 @@ pub mod args;
 mod bindings;
 pub mod cluster;
 pub mod gpu;
-pub mod quantity;
 pub mod runtime;
-pub mod selector;
 pub mod topology;
 pub mod view;
 
 include!(concat!(env!("OUT_DIR"), "/contract.rs"));
 
 pub use cluster::{Cluster, NodeState};
+pub use wasmsched_shared::{locality, quantity, selector};
 pub use selector::{LabelLookup, Selector};
 pub use view::{NodeExt, PodExt};
 

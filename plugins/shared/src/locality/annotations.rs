@@ -14,7 +14,7 @@
 
 use std::fmt;
 
-use super::selector::{LabelLookup, Selector};
+use crate::selector::{LabelLookup, Selector};
 
 /// Peer selectors and their traffic weights.
 pub const PEERS_ANNOTATION: &str = "network.wasmsched.io/peers";

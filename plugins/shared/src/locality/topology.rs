@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use super::annotations::MaxDistance;
-use super::selector::LabelLookup;
+use crate::selector::LabelLookup;
 
 pub const ZONE_LABEL: &str = "topology.kubernetes.io/zone";
 pub const REGION_LABEL: &str = "topology.kubernetes.io/region";

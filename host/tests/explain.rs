@@ -1,0 +1,179 @@
+//! `--explain` is the deciding cycle with a recorder attached: for every
+//! pending pod of every example, explaining it changes no placement, and
+//! the explanation names the node the pod went to, with the total the
+//! decision used, and no node with a higher total. Also when a wasm plugin
+//! fails with `failurePolicy: Ignore` (skipped for the pod, in the
+//! decision and in the explanation alike).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::*;
+use wasmsched::config::{self, ConfigFile};
+use wasmsched::simulate::{self, Report};
+use wasmsched::{manifest, model::Pod};
+
+/// (example directory, configuration file relative to the repository).
+const EXAMPLES: &[(&str, Option<&str>)] = &[
+    ("examples/gpu-cluster", None),
+    ("examples/gpu-fragmentation", Some("examples/gpu-fragmentation/binpack.yaml")),
+    ("examples/microservices", None),
+    ("examples/microservices", Some("examples/microservices/locality-off.yaml")),
+];
+
+fn config_of(config_file: Option<&str>) -> (ConfigFile, PathBuf) {
+    match config_file {
+        Some(c) => {
+            let path = repo_root().join(c);
+            (config::load(&path).unwrap(), path.parent().unwrap().to_path_buf())
+        }
+        None => (ConfigFile::default(), repo_root()),
+    }
+}
+
+/// A fresh scheduler (same seed) per run, so runs are comparable.
+fn run(example: &Path, file: &ConfigFile, base: &Path, explain: Option<String>) -> Report {
+    let scheduler = config::build(file, base, 7).unwrap();
+    let manifests = manifest::load(&[example.to_path_buf()]).unwrap();
+    let opts = simulate::Options {
+        all_pods: false,
+        explain,
+    };
+    simulate::run(&scheduler, manifests, &opts).unwrap()
+}
+
+fn placements(r: &Report) -> Vec<(String, String, String, Option<i64>)> {
+    r.scheduled
+        .iter()
+        .map(|s| (s.namespace.clone(), s.pod.clone(), s.node.clone(), s.score))
+        .collect()
+}
+
+/// Checks every pending pod of `example` under `file`; returns how many
+/// pods were explained.
+fn check_example(example: &Path, file: &ConfigFile, base: &Path) -> usize {
+    let baseline = run(example, file, base, None);
+    let pending: Vec<Pod> = manifest::load(&[example.to_path_buf()])
+        .unwrap()
+        .pods
+        .into_iter()
+        .filter(|p| p.node_name.is_none())
+        .collect();
+    for pod in &pending {
+        let key = pod.key();
+        let explained = run(example, file, base, Some(key.clone()));
+        assert_eq!(
+            placements(&explained),
+            placements(&baseline),
+            "{}: explaining {key} changed the placements",
+            example.display()
+        );
+        check_pod(&explained, pod, &key);
+    }
+    pending.len()
+}
+
+/// The explanation of `pod` agrees with where the run put it.
+fn check_pod(r: &Report, pod: &Pod, key: &str) {
+    let e = r.explain.as_ref().expect("explained");
+    let placed = r
+        .scheduled
+        .iter()
+        .find(|s| s.namespace == pod.namespace && s.pod == pod.name);
+    assert_eq!(e.node, placed.map(|s| s.node.clone()), "{key}: node");
+    let Some(placed) = placed else {
+        assert!(
+            e.explanation.nodes.iter().all(|n| n.total.is_none()),
+            "{key}: unschedulable, yet nodes have totals"
+        );
+        return;
+    };
+    let node = e
+        .explanation
+        .nodes
+        .iter()
+        .find(|n| n.node == placed.node)
+        .unwrap_or_else(|| panic!("{key}: {} is not in the explanation", placed.node));
+    assert_eq!(node.total, placed.score, "{key}: the decision's total");
+    let sum: i64 = node.scores.iter().filter_map(|s| s.weighted).sum();
+    if let Some(total) = placed.score {
+        assert_eq!(sum, total, "{key}: the weighted scores add up to the total");
+        for other in &e.explanation.nodes {
+            assert!(
+                other.total.unwrap_or(i64::MIN) <= total,
+                "{key}: {} has a higher total than the chosen {}",
+                other.node,
+                placed.node
+            );
+        }
+    }
+}
+
+#[test]
+fn explain_agrees_with_the_decision_on_every_example_pod() {
+    let mut explained = 0;
+    for (example, config_file) in EXAMPLES {
+        let (file, base) = config_of(*config_file);
+        explained += check_example(&repo_root().join(example), &file, &base);
+    }
+    assert!(explained > 40, "{explained} pods explained");
+}
+
+/// The chaos plugin as a Score plugin that traps on every pod named
+/// `web-*`, under `failurePolicy: Ignore`, next to the built-ins.
+fn ignored_failure_config(dir: &Path) -> PathBuf {
+    let cfg = dir.join("config.yaml");
+    std::fs::write(
+        &cfg,
+        format!(
+            r#"wasmPlugins:
+- name: Chaos
+  path: {}
+  failurePolicy: Ignore
+profiles:
+- schedulerName: gpu-scheduler
+  plugins:
+    score:
+      enabled: [{{name: Chaos, weight: 5}}]
+  pluginConfig:
+  - name: Chaos
+    args: {{misbehave: trap, at: score}}
+"#,
+            chaos_wasm().display()
+        ),
+    )
+    .unwrap();
+    cfg
+}
+
+#[test]
+fn explain_agrees_when_a_wasm_plugin_fails_with_ignore() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = ignored_failure_config(dir.path());
+    let file = config::load(&cfg).unwrap();
+    let example = repo_root().join("examples/gpu-cluster");
+    let n = check_example(&example, &file, dir.path());
+    assert!(n > 5, "{n}");
+    // The failing plugin was skipped for the pods, and never decided.
+    let r = run(&example, &file, dir.path(), Some("ml/gpu-pod".into()));
+    let health = r
+        .plugin_health
+        .iter()
+        .find(|h| h.plugin == "Chaos")
+        .expect("Chaos failed and was counted");
+    assert!(health.skips > 0, "{health:?}");
+    let e = r.explain.unwrap();
+    for node in &e.explanation.nodes {
+        assert!(
+            node.scores.iter().all(|s| s.plugin != "Chaos"),
+            "{}: an ignored plugin has no score",
+            node.node
+        );
+    }
+    assert!(
+        e.explanation.skipped.contains(&("Chaos".to_string(), "Score".to_string())),
+        "{:?}",
+        e.explanation.skipped
+    );
+}
