@@ -25,7 +25,7 @@ pub enum FileError {
 
 /// A size limit as messages show it: "256 MiB limit (268435456 bytes)".
 pub fn limit_text(limit: u64) -> String {
-    if limit >= 1 << 20 && limit % (1 << 20) == 0 {
+    if limit >= 1 << 20 && limit.is_multiple_of(1 << 20) {
         format!("{} MiB limit ({limit} bytes)", limit >> 20)
     } else {
         format!("{limit}-byte limit")

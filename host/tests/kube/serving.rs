@@ -163,6 +163,52 @@ async fn metrics_need_a_token_allowed_by_rbac_and_the_probes_need_none() {
     let _ = kubectl(&["delete", "clusterrolebinding", "serving-scraper"]);
 }
 
+/// A PromQL query's result vector from the test Prometheus.
+async fn prometheus_query(query: &str) -> Vec<serde_json::Value> {
+    let url = std::env::var("WASMSCHED_TEST_PROMETHEUS").expect("WASMSCHED_TEST_PROMETHEUS");
+    let r = reqwest::Client::new()
+        .get(format!("{url}/api/v1/query"))
+        .query(&[("query", query)])
+        .send()
+        .await;
+    let Ok(r) = r else { return Vec::new() };
+    let v: serde_json::Value = r.json().await.unwrap_or_default();
+    v["data"]["result"].as_array().cloned().unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prometheus_scrapes_the_port_as_the_service_monitor_says() {
+    let _g = serial();
+    let client = client().await;
+    reset(&client, &["serving"]).await;
+    accounts();
+    let tmp = tempfile::tempdir().unwrap();
+    let kubeconfig = scheduler_kubeconfig(tmp.path());
+    let sched = Scheduler::start(tmp.path(), "scraped", &kubeconfig, &["--leader-elect=false"]);
+    wait_ready(&sched).await;
+    // The job `tests-https` of scripts/test-servers: HTTPS without
+    // verification and a bearer token from a file, as the ServiceMonitor;
+    // the token is the `scraper` account's, allowed by
+    // deploy/metrics-reader.yaml's role.
+    let servers = &env().servers;
+    let token = service_account_token("serving", "scraper");
+    std::fs::write(servers.join("prometheus-scrape-token"), token).unwrap();
+    let target = format!("127.0.0.1:{}", sched.port);
+    let targets = servers.join("prometheus-https-targets/wasmsched.json");
+    let sd = serde_json::json!([{"targets": [target], "labels": {"test": "serving"}}]);
+    std::fs::write(&targets, sd.to_string()).unwrap();
+    let query = format!("wasmsched_plugin_info{{job=\"tests-https\",instance=\"{target}\"}}");
+    wait_until("Prometheus scraped /metrics", Duration::from_secs(60), || async {
+        !prometheus_query(&query).await.is_empty()
+    })
+    .await;
+    let up = format!("up{{job=\"tests-https\",instance=\"{target}\"}}");
+    let r = prometheus_query(&up).await;
+    assert_eq!(r[0]["value"][1], "1", "{r:?}");
+    let _ = std::fs::remove_file(&targets);
+    let _ = kubectl(&["delete", "clusterrolebinding", "serving-scraper"]);
+}
+
 /// Opens `n` TCP connections to the port that send nothing.
 async fn idle_connections(port: u16, n: usize) -> Vec<TcpStream> {
     let mut out = Vec::with_capacity(n);
