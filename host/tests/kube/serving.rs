@@ -184,7 +184,12 @@ async fn prometheus_scrapes_the_port_as_the_service_monitor_says() {
     accounts();
     let tmp = tempfile::tempdir().unwrap();
     let kubeconfig = scheduler_kubeconfig(tmp.path());
-    let sched = Scheduler::start(tmp.path(), "scraped", &kubeconfig, &["--leader-elect=false"]);
+    let sched = Scheduler::start(
+        tmp.path(),
+        "scraped",
+        &kubeconfig,
+        &["--leader-elect=false"],
+    );
     wait_ready(&sched).await;
     // The job `tests-https` of scripts/test-servers: HTTPS without
     // verification and a bearer token from a file, as the ServiceMonitor;
@@ -198,9 +203,11 @@ async fn prometheus_scrapes_the_port_as_the_service_monitor_says() {
     let sd = serde_json::json!([{"targets": [target], "labels": {"test": "serving"}}]);
     std::fs::write(&targets, sd.to_string()).unwrap();
     let query = format!("wasmsched_plugin_info{{job=\"tests-https\",instance=\"{target}\"}}");
-    wait_until("Prometheus scraped /metrics", Duration::from_secs(60), || async {
-        !prometheus_query(&query).await.is_empty()
-    })
+    wait_until(
+        "Prometheus scraped /metrics",
+        Duration::from_secs(60),
+        || async { !prometheus_query(&query).await.is_empty() },
+    )
     .await;
     let up = format!("up{{job=\"tests-https\",instance=\"{target}\"}}");
     let r = prometheus_query(&up).await;
@@ -263,9 +270,11 @@ async fn idle_connections_do_not_starve_the_probes_and_are_closed() {
         started.elapsed()
     );
     // The server closes every one after the header timeout.
+    let deadline = Instant::now() + Duration::from_secs(60);
     for (i, c) in idle.iter_mut().enumerate() {
+        let left = deadline.saturating_duration_since(Instant::now());
         assert!(
-            closed_within(c, Duration::from_secs(60)).await,
+            closed_within(c, left).await,
             "idle connection {i} still open"
         );
     }
@@ -297,9 +306,11 @@ async fn connections_over_the_limit_are_closed_at_once() {
     tokio::time::sleep(Duration::from_secs(1)).await;
     let mut held = idle_connections(sched.port, 16).await;
     let mut extra = idle_connections(sched.port, 4).await;
+    let deadline = Instant::now() + Duration::from_secs(30);
     for (i, c) in extra.iter_mut().enumerate() {
+        let left = deadline.saturating_duration_since(Instant::now());
         assert!(
-            closed_within(c, Duration::from_secs(30)).await,
+            closed_within(c, left).await,
             "connection {i} over the limit was kept"
         );
     }

@@ -10,7 +10,6 @@
 //! accept is 401, a user without permission 403, and an API server that
 //! cannot be asked 503 (the request is refused, never let through).
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -236,10 +235,7 @@ impl Reviewer {
                 user: user.username.clone(),
                 uid: user.uid.clone(),
                 groups: user.groups.clone(),
-                extra: user
-                    .extra
-                    .clone()
-                    .map(|e| e.into_iter().collect::<BTreeMap<_, _>>()),
+                extra: user.extra.clone(),
                 non_resource_attributes: Some(NonResourceAttributes {
                     path: Some(path.to_string()),
                     verb: Some(verb.to_string()),
