@@ -3,6 +3,7 @@
 pub mod bench;
 pub mod config;
 pub mod deletion_cost;
+pub mod files;
 pub mod framework;
 pub mod manifest;
 pub mod metrics;

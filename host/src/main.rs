@@ -30,9 +30,11 @@ enum Command {
     /// Run the scheduler against a Kubernetes API server: watch Nodes and
     /// Pods, schedule the pending pods whose `spec.schedulerName` a profile
     /// serves, bind them, and report events, with leader election and an
-    /// HTTP port for /metrics, /healthz and /readyz; with a `deletionCost`
-    /// section, the leader also runs the deletion-cost controller. Stops
-    /// cleanly on SIGTERM; exits 1 if the lease is lost.
+    /// HTTPS port for /metrics (delegated authentication and authorization
+    /// through the API server, as kube-scheduler's), /healthz and /readyz;
+    /// with a `deletionCost` section, the leader also runs the
+    /// deletion-cost controller. Stops cleanly on SIGTERM; exits 1 if the
+    /// lease is lost.
     Run(RunArgs),
     /// Plugin tools.
     #[command(subcommand)]
@@ -132,9 +134,11 @@ struct RunArgs {
     /// $KUBECONFIG or ~/.kube/config, then the in-cluster service account).
     #[arg(long)]
     kubeconfig: Option<PathBuf>,
-    /// Address of the HTTP port (/metrics, /healthz, /readyz).
+    /// Address of the HTTPS port (/metrics, /healthz, /readyz).
     #[arg(long, default_value = "0.0.0.0:10259")]
     listen: std::net::SocketAddr,
+    #[command(flatten)]
+    serving: ServingArgs,
     /// This replica's identity in the leader-election Lease (default:
     /// $POD_NAME or the host name, plus a random suffix).
     #[arg(long)]
@@ -149,6 +153,61 @@ struct RunArgs {
     /// Fault testing: pause before every bind call.
     #[arg(long, hide = true, default_value = "0s", value_parser = humantime::parse_duration)]
     bind_delay: std::time::Duration,
+}
+
+/// The HTTPS port's flags, named after kube-scheduler's.
+#[derive(clap::Args)]
+struct ServingArgs {
+    /// Serving certificate of the port (PEM, with its chain); with
+    /// --tls-private-key-file. Without both, a self-signed certificate is
+    /// generated at start.
+    #[arg(long, value_name = "FILE")]
+    tls_cert_file: Option<PathBuf>,
+    /// Private key of --tls-cert-file (PEM).
+    #[arg(long, value_name = "FILE")]
+    tls_private_key_file: Option<PathBuf>,
+    /// Kubeconfig whose API server reviews the bearer tokens of /metrics
+    /// requests (TokenReview; default: the scheduler's own kubeconfig).
+    #[arg(long, value_name = "FILE")]
+    authentication_kubeconfig: Option<PathBuf>,
+    /// Kubeconfig whose API server authorizes /metrics requests
+    /// (SubjectAccessReview, `get` on the non-resource URL; default: the
+    /// scheduler's own kubeconfig).
+    #[arg(long, value_name = "FILE")]
+    authorization_kubeconfig: Option<PathBuf>,
+    /// Paths served to anyone, without a token (comma-separated, `/path`
+    /// or `/prefix/*`). Add /metrics to turn its authentication off.
+    #[arg(long, value_delimiter = ',', default_value = "/healthz,/readyz")]
+    authorization_always_allow_paths: Vec<String>,
+    /// Connections the port serves at once; more are closed when accepted.
+    #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..))]
+    http_max_connections: u32,
+    /// Time a connection has for its TLS handshake, then for each request's
+    /// headers (also how long it may stay idle between requests).
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    http_header_timeout: std::time::Duration,
+    /// Accept an http:// API server in a kubeconfig (the scheduler's
+    /// credentials and the tokens it reviews then travel in the clear).
+    #[arg(long)]
+    allow_http_apiserver: bool,
+}
+
+impl ServingArgs {
+    fn options(self) -> wasmsched::runtime::server::ServingOptions {
+        use wasmsched::runtime::server::{conn::Limits, ServingOptions};
+        ServingOptions {
+            tls_cert_file: self.tls_cert_file,
+            tls_private_key_file: self.tls_private_key_file,
+            authentication_kubeconfig: self.authentication_kubeconfig,
+            authorization_kubeconfig: self.authorization_kubeconfig,
+            always_allow_paths: self.authorization_always_allow_paths,
+            limits: Limits {
+                max_connections: self.http_max_connections as usize,
+                header_timeout: self.http_header_timeout,
+                ..Limits::default()
+            },
+        }
+    }
 }
 
 #[derive(clap::Args)]
@@ -541,6 +600,8 @@ fn run_scheduler(a: RunArgs) -> Result<ExitCode> {
         runtime::Options {
             kubeconfig: a.kubeconfig,
             listen: a.listen,
+            allow_http_apiserver: a.serving.allow_http_apiserver,
+            serving: a.serving.options(),
             identity: a.identity,
             bind_delay: a.bind_delay,
             leader_elect: a.leader_elect,

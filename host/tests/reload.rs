@@ -768,3 +768,132 @@ fn plugin_watch_prints_one_line_per_reload_event() {
     child.kill().unwrap();
     child.wait().unwrap();
 }
+
+/// Lines of a `wasmsched plugin watch` child, with a wait for a line.
+struct WatchCli {
+    child: std::process::Child,
+    lines: mpsc::Receiver<String>,
+}
+
+impl WatchCli {
+    fn start(cwd: &Path, config: &str) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_wasmsched"))
+            .args(["plugin", "watch", "--config", config, "--debounce", "50ms"])
+            .current_dir(cwd)
+            .env_remove("WASMSCHED_LOG")
+            .env_remove("WASMSCHED_PLUGIN_CACHE")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+            {
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        Self { child, lines }
+    }
+
+    /// The lines up to the first that contains `needle`.
+    fn wait_for(&self, needle: &str) -> Vec<String> {
+        let mut seen = Vec::new();
+        loop {
+            match self.lines.recv_timeout(EVENT_TIMEOUT) {
+                Ok(l) if l.contains(needle) => {
+                    seen.push(l);
+                    return seen;
+                }
+                Ok(l) => seen.push(l),
+                Err(_) => panic!("no line with {needle:?}; got:\n{}", seen.join("\n")),
+            }
+        }
+    }
+}
+
+impl Drop for WatchCli {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn plugin_watch_with_a_relative_config_path_reloads() {
+    // `--config config.yaml` from the configuration's directory, the
+    // documented form; the plugin path relative to it, in a subdirectory.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("plugins")).unwrap();
+    let path = dir.path().join("plugins/policy.wasm");
+    let good = tagged(&v1(), "relative-1");
+    std::fs::write(&path, &good).unwrap();
+    let text = config_text(Path::new("plugins/policy.wasm"), "{}", "");
+    std::fs::write(dir.path().join("config.yaml"), text).unwrap();
+    let cli = WatchCli::start(dir.path(), "config.yaml");
+    cli.wait_for("watching");
+    std::fs::write(&path, tagged(&good, "relative-2")).unwrap();
+    let l = cli.wait_for("Chaos success");
+    assert!(l.last().unwrap().contains(" -> "), "{l:?}");
+
+    // A bare file name: the plugin next to the configuration.
+    let next = dir.path().join("policy.wasm");
+    std::fs::write(&next, tagged(&good, "relative-3")).unwrap();
+    let text = config_text(Path::new("policy.wasm"), "{}", "");
+    std::fs::write(dir.path().join("bare.yaml"), text).unwrap();
+    let cli = WatchCli::start(dir.path(), "bare.yaml");
+    cli.wait_for("watching");
+    std::fs::write(&next, tagged(&good, "relative-4")).unwrap();
+    cli.wait_for("Chaos success");
+}
+
+#[test]
+fn a_removed_and_recreated_plugin_directory_is_watched_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugins = dir.path().join("plugins");
+    std::fs::create_dir(&plugins).unwrap();
+    let path = plugins.join("policy.wasm");
+    let good = tagged(&v1(), "recreated-1");
+    std::fs::write(&path, &good).unwrap();
+    let file = config::parse(&config_text(&path, "{}", "")).unwrap();
+    let scheduler = Arc::new(config::build(&file, Path::new("."), 7).unwrap());
+    let metrics = test_metrics();
+    let reloader = Arc::new(
+        Reloader::from_config(scheduler, &file, Path::new("."), options(metrics)).unwrap(),
+    );
+    let events = reloader.subscribe();
+    let _watcher = PluginWatcher::start(reloader.clone()).unwrap();
+
+    // Twice: the second round shows the new directory's watch works, and
+    // that it is replaced again in turn.
+    let mut version = 1;
+    for round in 0..2 {
+        std::fs::remove_dir_all(&plugins).unwrap();
+        let ev = next_event(&events);
+        assert_eq!(ev.result, ReloadResult::Deleted, "{ev}");
+        // The new directory appears whole (prepared aside, renamed in).
+        let aside = dir.path().join("plugins.new");
+        std::fs::create_dir(&aside).unwrap();
+        std::fs::write(
+            aside.join("policy.wasm"),
+            tagged(&good, &format!("r{round}")),
+        )
+        .unwrap();
+        std::fs::rename(&aside, &plugins).unwrap();
+        let ev = next_event(&events);
+        assert_eq!(ev.result, ReloadResult::Success, "{ev}");
+        version += 1;
+        assert_eq!(reloader.status()[0].version, version);
+        // Written again in the new directory: seen through its watch.
+        std::fs::write(&path, tagged(&good, &format!("r{round}-b"))).unwrap();
+        let ev = next_event(&events);
+        assert_eq!(ev.result, ReloadResult::Success, "{ev}");
+        version += 1;
+    }
+}

@@ -17,6 +17,7 @@
 //! with `notify`, debounces bursts of events and calls `check`.
 //! docs/plugin-lifecycle.md describes the whole lifecycle.
 
+mod dirs;
 mod watch;
 
 use std::collections::BTreeMap;

@@ -6,18 +6,21 @@
 //! ConfigMap volume updates by swapping its `..data` symlink, so the
 //! visible name is a symlink whose target changes without any event on the
 //! old target. On any event in the directory the path is resolved again
-//! and its content digest compared with the running version.
+//! and its content digest compared with the running version. A directory
+//! removed (or renamed) and created again is watched again (see
+//! [`super::dirs`]).
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::collections::BTreeSet;
+use std::path::PathBuf;
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use notify::event::{AccessKind, AccessMode};
-use notify::{EventKind, RecursiveMode, Watcher};
+use notify::event::{AccessKind, AccessMode, ModifyKind};
+use notify::EventKind;
 
+use super::dirs::Dirs;
 use super::{ReloadError, Reloader};
 
 /// Quiet period after the last event before a check.
@@ -27,9 +30,17 @@ pub const DEFAULT_DEBOUNCE: Duration = Duration::from_millis(200);
 /// many quiet periods.
 const MAX_WAIT_PERIODS: u32 = 10;
 
+/// How often the watched directories are checked for having been removed
+/// or replaced (a stat each).
+const REFRESH_PERIOD: Duration = Duration::from_secs(1);
+
 enum Msg {
-    /// Paths an event was about (empty: unknown, check everything).
-    Event(Vec<PathBuf>),
+    /// Paths an event was about (empty: unknown, check everything), and
+    /// whether it removed or renamed them.
+    Event {
+        paths: Vec<PathBuf>,
+        gone: bool,
+    },
     Stop,
 }
 
@@ -39,7 +50,6 @@ pub struct PluginWatcher {
     reloader: Arc<Reloader>,
     tx: mpsc::Sender<Msg>,
     thread: Option<JoinHandle<()>>,
-    _watcher: notify::RecommendedWatcher,
 }
 
 impl PluginWatcher {
@@ -50,13 +60,22 @@ impl PluginWatcher {
         let debounce = reloader.options().debounce;
         let (tx, rx) = mpsc::channel();
         let events = tx.clone();
-        let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
+        let watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
             let msg = match res {
                 Ok(e) if ignored(&e.kind) => return,
-                Ok(e) => Msg::Event(e.paths),
+                Ok(e) => Msg::Event {
+                    gone: matches!(
+                        e.kind,
+                        EventKind::Remove(_) | EventKind::Modify(ModifyKind::Name(_))
+                    ),
+                    paths: e.paths,
+                },
                 Err(e) => {
                     tracing::warn!(error = %e, "plugin file watch error; checking every plugin");
-                    Msg::Event(Vec::new())
+                    Msg::Event {
+                        paths: Vec::new(),
+                        gone: false,
+                    }
                 }
             };
             let _ = events.send(msg);
@@ -65,25 +84,18 @@ impl PluginWatcher {
             path: "(watcher)".into(),
             cause: e.to_string(),
         })?;
-        // Directory -> plugins in it.
-        let mut dirs: BTreeMap<PathBuf, Vec<String>> = BTreeMap::new();
-        for p in reloader.plugins() {
-            dirs.entry(watch_dir(&p.path))
-                .or_default()
-                .push(p.name.clone());
-        }
-        for dir in dirs.keys() {
-            watcher
-                .watch(dir, RecursiveMode::NonRecursive)
-                .map_err(|e| ReloadError::Watch {
-                    path: dir.display().to_string(),
-                    cause: e.to_string(),
-                })?;
-        }
+        let plugins = reloader
+            .plugins()
+            .iter()
+            .map(|p| (p.name.clone(), p.path.clone()));
+        let dirs = Dirs::watch_all(watcher, plugins).map_err(|(dir, e)| ReloadError::Watch {
+            path: dir.display().to_string(),
+            cause: e.to_string(),
+        })?;
         let worker = reloader.clone();
         let thread = std::thread::Builder::new()
             .name("plugin-watch".into())
-            .spawn(move || run(&worker, rx, &dirs, debounce))
+            .spawn(move || run(&worker, rx, dirs, debounce))
             .map_err(|e| ReloadError::Watch {
                 path: "(thread)".into(),
                 cause: e.to_string(),
@@ -93,7 +105,6 @@ impl PluginWatcher {
             reloader,
             tx,
             thread: Some(thread),
-            _watcher: watcher,
         })
     }
 
@@ -120,14 +131,6 @@ impl Drop for PluginWatcher {
     }
 }
 
-/// The directory watched for a plugin path.
-fn watch_dir(path: &Path) -> PathBuf {
-    match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    }
-}
-
 /// Events that cannot change content: opening and reading (including our
 /// own reads of the plugin file). A close after writing counts.
 fn ignored(kind: &EventKind) -> bool {
@@ -138,51 +141,66 @@ fn ignored(kind: &EventKind) -> bool {
     }
 }
 
-fn run(
-    reloader: &Reloader,
-    rx: mpsc::Receiver<Msg>,
-    dirs: &BTreeMap<PathBuf, Vec<String>>,
-    debounce: Duration,
-) {
-    let mut dirty: BTreeSet<String> = BTreeSet::new();
-    // (first event of the burst, last event)
-    let mut burst: Option<(Instant, Instant)> = None;
-    let every = || dirs.values().flatten().cloned();
+/// The plugins waiting for a check, and the burst of events they came in.
+#[derive(Default)]
+struct Pending {
+    dirty: BTreeSet<String>,
+    /// (first event of the burst, last event)
+    burst: Option<(Instant, Instant)>,
+}
+
+impl Pending {
+    fn add(&mut self, names: impl IntoIterator<Item = String>) {
+        let before = self.dirty.len();
+        self.dirty.extend(names);
+        if self.dirty.len() > before || self.burst.is_some() {
+            let now = Instant::now();
+            self.burst = Some((self.burst.map_or(now, |(f, _)| f), now));
+        }
+    }
+
+    /// When the burst is due for a check.
+    fn due(&self, debounce: Duration) -> Option<Instant> {
+        let (first, last) = self.burst?;
+        Some((last + debounce).min(first + debounce * MAX_WAIT_PERIODS))
+    }
+}
+
+fn run(reloader: &Reloader, rx: mpsc::Receiver<Msg>, mut dirs: Dirs, debounce: Duration) {
+    let mut pending = Pending::default();
+    let mut next_refresh = Instant::now() + REFRESH_PERIOD;
     loop {
-        let timeout = match burst {
-            None => Duration::from_secs(3600),
-            Some((first, last)) => {
-                let quiet = last + debounce;
-                let cap = first + debounce * MAX_WAIT_PERIODS;
-                quiet.min(cap).saturating_duration_since(Instant::now())
-            }
-        };
-        match rx.recv_timeout(timeout) {
+        let wake = pending
+            .due(debounce)
+            .map_or(next_refresh, |d| d.min(next_refresh));
+        match rx.recv_timeout(wake.saturating_duration_since(Instant::now())) {
             Ok(Msg::Stop) | Err(RecvTimeoutError::Disconnected) => return,
-            Ok(Msg::Event(paths)) => {
-                let before = dirty.len();
+            Ok(Msg::Event { paths, gone }) => {
                 if paths.is_empty() {
-                    dirty.extend(every());
+                    let all: Vec<String> = dirs.all_plugins().cloned().collect();
+                    pending.add(all);
                 }
                 for p in &paths {
-                    // An event names an entry of a watched directory, or
-                    // the directory itself.
-                    let hit = dirs
-                        .iter()
-                        .filter(|(d, _)| p.parent() == Some(d.as_path()) || p == *d);
-                    for (_, names) in hit {
-                        dirty.extend(names.iter().cloned());
+                    let names: Vec<String> = dirs.plugins_for(p).cloned().collect();
+                    pending.add(names);
+                    if gone && dirs.is_dir(p) {
+                        // The directory itself went away: its watch with it.
+                        dirs.lost(p);
+                        next_refresh = Instant::now();
                     }
-                }
-                if dirty.len() > before || burst.is_some() {
-                    let now = Instant::now();
-                    burst = Some((burst.map_or(now, |(f, _)| f), now));
                 }
             }
             Err(RecvTimeoutError::Timeout) => {
-                burst = None;
-                for name in std::mem::take(&mut dirty) {
-                    reloader.check(&name);
+                let now = Instant::now();
+                if now >= next_refresh {
+                    pending.add(dirs.refresh());
+                    next_refresh = now + REFRESH_PERIOD;
+                }
+                if pending.due(debounce).is_some_and(|d| d <= now) {
+                    pending.burst = None;
+                    for name in std::mem::take(&mut pending.dirty) {
+                        reloader.check(&name);
+                    }
                 }
             }
         }
@@ -195,7 +213,7 @@ mod tests {
 
     #[test]
     fn reads_are_ignored_writes_are_not() {
-        use notify::event::{CreateKind, ModifyKind};
+        use notify::event::CreateKind;
         assert!(ignored(&EventKind::Access(AccessKind::Open(
             AccessMode::Any
         ))));
@@ -207,11 +225,5 @@ mod tests {
         ))));
         assert!(!ignored(&EventKind::Modify(ModifyKind::Any)));
         assert!(!ignored(&EventKind::Create(CreateKind::File)));
-    }
-
-    #[test]
-    fn a_bare_file_name_is_watched_in_the_current_directory() {
-        assert_eq!(watch_dir(Path::new("p.wasm")), PathBuf::from("."));
-        assert_eq!(watch_dir(Path::new("/a/b/p.wasm")), PathBuf::from("/a/b"));
     }
 }

@@ -11,7 +11,41 @@ use kube::{Client, Config};
 /// A client from a kubeconfig file if given, else `$KUBECONFIG` or
 /// `~/.kube/config`, else the in-cluster service account.
 pub async fn client(kubeconfig: Option<&Path>) -> anyhow::Result<Client> {
-    let config = match kubeconfig {
+    build(config(kubeconfig).await?)
+}
+
+/// As [`client`], refusing an `http://` API server unless `allow_http`:
+/// the scheduler's credentials, and the tokens of `/metrics` requests it
+/// sends for review, would travel in the clear. `flag` names the option
+/// the kubeconfig came from, for the error.
+pub async fn secure_client(
+    kubeconfig: Option<&Path>,
+    flag: &str,
+    allow_http: bool,
+) -> anyhow::Result<Client> {
+    let config = config(kubeconfig).await?;
+    if !allow_http && config.cluster_url.scheme_str() == Some("http") {
+        let source = match kubeconfig {
+            Some(p) => format!("{flag} {}", p.display()),
+            None => "the cluster configuration ($KUBECONFIG or ~/.kube/config)".into(),
+        };
+        anyhow::bail!(
+            "{source}: API server {} is plain HTTP: the scheduler's credentials and the bearer \
+             tokens of /metrics requests (sent to it for review) would travel in the clear; \
+             use https, or pass --allow-http-apiserver",
+            config.cluster_url
+        );
+    }
+    build(config)
+}
+
+fn build(config: Config) -> anyhow::Result<Client> {
+    Client::try_from(config).map_err(|e| anyhow::anyhow!("building the API client: {e}"))
+}
+
+/// The client configuration [`client`] uses.
+async fn config(kubeconfig: Option<&Path>) -> anyhow::Result<Config> {
+    Ok(match kubeconfig {
         Some(path) => {
             let kc = Kubeconfig::read_from(path)
                 .map_err(|e| anyhow::anyhow!("kubeconfig {}: {e}", path.display()))?;
@@ -24,8 +58,7 @@ pub async fn client(kubeconfig: Option<&Path>) -> anyhow::Result<Client> {
                 "no cluster configuration (--kubeconfig, $KUBECONFIG, or in-cluster): {e}"
             )
         })?,
-    };
-    Client::try_from(config).map_err(|e| anyhow::anyhow!("building the API client: {e}"))
+    })
 }
 
 /// kube-scheduler's client QPS and burst, applied to the writes this

@@ -99,6 +99,10 @@ pub struct Options {
     pub kubeconfig: Option<std::path::PathBuf>,
     /// Address of `/metrics`, `/healthz`, `/readyz`.
     pub listen: SocketAddr,
+    /// TLS, authentication and connection limits of that port.
+    pub serving: server::ServingOptions,
+    /// Accept an `http://` API server (tokens in the clear).
+    pub allow_http_apiserver: bool,
     /// This replica's name in the Lease (default: host name + random suffix).
     pub identity: Option<String>,
     /// Pause before each bind call (fault tests only).
@@ -145,14 +149,7 @@ pub async fn run(
     deletion_cost: Option<crate::deletion_cost::DeletionCostConfig>,
     opts: Options,
 ) -> anyhow::Result<Ending> {
-    let kubeconfig = opts.kubeconfig.clone().or(settings.kubeconfig.clone());
-    let client = client::client(kubeconfig.as_deref()).await?;
-    // Fail fast on a wrong address or credentials, with the cause.
-    client
-        .apiserver_version()
-        .await
-        .map_err(|e| anyhow::anyhow!("API server: {e}"))?;
-    let listener = server::bind(opts.listen).await?;
+    let (client, http) = connect(&opts, &settings).await?;
     for (name, module) in &scheduler.modules {
         crate::metrics::Metrics::global().register_plugin(name, &module.digest);
     }
@@ -194,7 +191,7 @@ pub async fn run(
         Some(crate::reload::PluginWatcher::start(reloader)?)
     };
 
-    let http = tokio::spawn(server::serve(listener, shared.clone(), shutdown_rx.clone()));
+    let http = tokio::spawn(server::serve(http, shared.clone(), shutdown_rx.clone()));
     let (report_tx, report_rx) = mpsc::unbounded_channel();
     // Events have their own budget, as kube-scheduler's event client has
     // its own rate limiter: a burst of failures never delays bindings.
@@ -332,6 +329,52 @@ pub async fn run(
     metrics.leader.with_label_values(&[&lease_name]).set(0);
     let _ = http.await;
     Ok(ending)
+}
+
+/// The API client (checked against the server) and the prepared HTTPS
+/// port, whose reviews go through the same client unless
+/// `--authentication-kubeconfig` / `--authorization-kubeconfig` say
+/// otherwise. Every kubeconfig must name an `https://` server unless
+/// `--allow-http-apiserver`.
+async fn connect(
+    opts: &Options,
+    settings: &RuntimeSettings,
+) -> anyhow::Result<(kube::Client, server::Prepared)> {
+    // What needs no API server first: bad flags fail before any call.
+    let s = &opts.serving;
+    let tls = server::tls::server_config(
+        s.tls_cert_file.as_deref(),
+        s.tls_private_key_file.as_deref(),
+        opts.listen,
+    )?;
+    let always_allow = server::auth::AllowPaths::parse(&s.always_allow_paths)?;
+    let allow_http = opts.allow_http_apiserver;
+    let kubeconfig = opts.kubeconfig.clone().or(settings.kubeconfig.clone());
+    let client = client::secure_client(kubeconfig.as_deref(), "kubeconfig", allow_http).await?;
+    // Fail fast on a wrong address or credentials, with the cause.
+    client
+        .apiserver_version()
+        .await
+        .map_err(|e| anyhow::anyhow!("API server: {e}"))?;
+    let review_client = |path: &Option<std::path::PathBuf>, flag: &'static str| {
+        let client = client.clone();
+        let path = path.clone();
+        async move {
+            match path {
+                Some(p) => client::secure_client(Some(&p), flag, allow_http).await,
+                None => Ok(client),
+            }
+        }
+    };
+    let clients = server::auth::Clients {
+        authentication: review_client(&s.authentication_kubeconfig, "--authentication-kubeconfig")
+            .await?,
+        authorization: review_client(&s.authorization_kubeconfig, "--authorization-kubeconfig")
+            .await?,
+    };
+    let guard = server::auth::Guard::new(always_allow, clients);
+    let http = server::Prepared::new(opts.listen, s, tls, guard).await?;
+    Ok((client, http))
 }
 
 /// SIGTERM (what Kubernetes sends) or SIGINT.

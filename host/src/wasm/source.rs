@@ -2,13 +2,20 @@
 //! ConfigMap volume's files are symlinks into a timestamped directory),
 //! and decompresses `.wasm.gz` / `.wasm.zst` files (ConfigMaps are limited
 //! to 1 MiB).
+//!
+//! A plugin path is configuration, and under hot reload whatever the path
+//! points to at the moment is read: only a regular file is read (see
+//! [`crate::files`]), and both the file and its decompressed content are
+//! capped at [`MAX_MODULE_SIZE`].
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-/// The largest component accepted after decompression; a guard against
-/// decompression bombs (the largest real components, Python and
-/// JavaScript, are 12-18 MB).
+use crate::files::{self, limit_text, FileError};
+
+/// The largest component accepted, as stored and after decompression; a
+/// guard against huge files and decompression bombs (the largest real
+/// components, Python and JavaScript, are 12-18 MB).
 pub const MAX_MODULE_SIZE: u64 = 256 << 20;
 
 const GZIP_MAGIC: &[u8] = &[0x1f, 0x8b];
@@ -52,14 +59,24 @@ pub enum SourceError {
     Missing { path: String, cause: String },
     #[error("{path}: {cause}")]
     Io { path: String, cause: String },
+    /// A directory, FIFO, device or socket (after following symlinks).
+    #[error("{path}: is {kind}, not a regular file; a plugin must be a regular file (or a symlink to one)")]
+    NotRegular { path: String, kind: &'static str },
+    /// The file as stored is over the limit.
+    #[error("{path}: file is larger than the {}", limit_text(MAX_MODULE_SIZE))]
+    FileTooLarge { path: String },
     #[error("{path}: {format} decompression failed: {cause}")]
     Decompress {
         path: String,
         format: &'static str,
         cause: String,
     },
-    #[error("{path}: decompressed size exceeds {MAX_MODULE_SIZE} bytes")]
-    TooLarge { path: String },
+    /// The decompressed content is over the limit.
+    #[error(
+        "{path}: {format} content decompresses to more than the {}",
+        limit_text(MAX_MODULE_SIZE)
+    )]
+    TooLarge { path: String, format: &'static str },
 }
 
 impl SourceError {
@@ -93,15 +110,14 @@ pub fn detect(path: &Path, head: &[u8]) -> Compression {
 /// Reads and decompresses a component file.
 pub fn read(path: &Path) -> Result<ModuleFile, SourceError> {
     let shown = path.display().to_string();
-    let raw = std::fs::read(path).map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => SourceError::Missing {
-            path: shown.clone(),
-            cause: e.to_string(),
-        },
-        _ => SourceError::Io {
-            path: shown.clone(),
-            cause: e.to_string(),
-        },
+    let raw = files::read_regular(path, MAX_MODULE_SIZE).map_err(|e| {
+        let path = shown.clone();
+        match e {
+            FileError::Missing(cause) => SourceError::Missing { path, cause },
+            FileError::Io(cause) => SourceError::Io { path, cause },
+            FileError::NotRegular(kind) => SourceError::NotRegular { path, kind },
+            FileError::TooLarge { .. } => SourceError::FileTooLarge { path },
+        }
     })?;
     let resolved = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
     let file_size = raw.len() as u64;
@@ -109,6 +125,7 @@ pub fn read(path: &Path) -> Result<ModuleFile, SourceError> {
     let bytes = decompress(&raw, compression).map_err(|cause| match cause {
         DecompressError::TooLarge => SourceError::TooLarge {
             path: shown.clone(),
+            format: compression.as_str(),
         },
         DecompressError::Invalid(cause) => SourceError::Decompress {
             path: shown.clone(),
@@ -234,6 +251,28 @@ mod tests {
         assert!(
             matches!(e, SourceError::Decompress { format: "gzip", .. }),
             "{e}"
+        );
+    }
+
+    #[test]
+    fn special_and_oversized_files_are_refused_with_the_path() {
+        let e = read(Path::new("/dev/zero")).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "/dev/zero: is a character device, not a regular file; a plugin must be a regular file (or a symlink to one)"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("big.wasm");
+        std::fs::File::create(&p)
+            .unwrap()
+            .set_len(MAX_MODULE_SIZE + 1)
+            .unwrap();
+        assert_eq!(
+            read(&p).unwrap_err().to_string(),
+            format!(
+                "{}: file is larger than the 256 MiB limit (268435456 bytes)",
+                p.display()
+            )
         );
     }
 

@@ -1,5 +1,7 @@
-//! `deploy/`: every manifest is accepted by the real API server, and the
-//! scheduler works with exactly the permissions its RBAC grants.
+//! `deploy/`: every manifest is accepted by the real API server (with and
+//! without the deletion-cost component), and the scheduler works with
+//! exactly the permissions its RBAC grants: the base role without the
+//! controller (no `patch` on pods), the component's role with it.
 
 use std::path::Path;
 use std::process::Command;
@@ -12,7 +14,7 @@ use serde_json::json;
 
 use crate::env::*;
 
-fn kubectl(args: &[&str]) -> (bool, String) {
+pub fn kubectl(args: &[&str]) -> (bool, String) {
     let out = Command::new("kubectl")
         .arg("--kubeconfig")
         .arg(&env().kubeconfig)
@@ -48,21 +50,19 @@ spec:
         x-kubernetes-preserve-unknown-fields: true
 "#;
 
+/// A token of the ServiceAccount `ns/name` (TokenRequest API).
+pub fn service_account_token(ns: &str, name: &str) -> String {
+    let (ok, token) = kubectl(&["create", "token", name, "-n", ns, "--duration", "1h"]);
+    assert!(ok, "token request: {token}");
+    token.trim().to_string()
+}
+
 /// A kubeconfig that authenticates as `deploy/`'s ServiceAccount.
 fn service_account_kubeconfig(dir: &Path) -> std::path::PathBuf {
-    let (ok, token) = kubectl(&[
-        "create",
-        "token",
-        "wasmsched",
-        "-n",
-        "wasmsched",
-        "--duration",
-        "1h",
-    ]);
-    assert!(ok, "token request: {token}");
+    let token = service_account_token("wasmsched", "wasmsched");
     let admin = std::fs::read_to_string(&env().kubeconfig).unwrap();
     let mut kc: serde_yaml::Value = serde_yaml::from_str(&admin).unwrap();
-    kc["users"][0]["user"]["token"] = serde_yaml::Value::String(token.trim().to_string());
+    kc["users"][0]["user"]["token"] = serde_yaml::Value::String(token);
     let path = dir.join("sa-kubeconfig");
     std::fs::write(&path, serde_yaml::to_string(&kc).unwrap()).unwrap();
     path
@@ -90,15 +90,53 @@ fn dashboard_metrics() -> Vec<String> {
     names
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn deploy_manifests_are_accepted_and_their_rbac_suffices() {
-    let _g = serial();
-    let client = client().await;
-    reset(&client, &["wasmsched", "rbac"]).await;
-    let tmp = tempfile::tempdir().unwrap();
+/// The deletion-cost controller's metrics (served once it runs).
+const CONTROLLER_METRICS: &str = "wasmsched_pod_deletion_cost";
 
-    // Every manifest, through kustomize, accepted by the server.
-    let crd = tmp.path().join("crd.yaml");
+/// The dashboard's metrics that `/metrics` does not serve.
+async fn missing_dashboard_metrics(sched: &Scheduler) -> Vec<String> {
+    let (status, metrics) = sched.get("/metrics").await.unwrap();
+    assert_eq!(status, 200, "{metrics}");
+    dashboard_metrics()
+        .into_iter()
+        .filter(|m| !metrics.lines().any(|l| l.starts_with(m.as_str())))
+        .collect()
+}
+
+/// `deploy/` copied to `dir`, with the deletion-cost component enabled
+/// as its kustomization says (uncommenting `components:`).
+fn deploy_with_deletion_cost(dir: &Path) -> std::path::PathBuf {
+    let out = dir.join("deploy");
+    let status = Command::new("cp")
+        .arg("-r")
+        .arg(repo().join("deploy"))
+        .arg(&out)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let k = out.join("kustomization.yaml");
+    let text = std::fs::read_to_string(&k).unwrap();
+    let enabled = text.replace(
+        "# components:\n# - components/deletion-cost",
+        "components:\n- components/deletion-cost",
+    );
+    assert_ne!(
+        enabled, text,
+        "kustomization.yaml has no commented component"
+    );
+    std::fs::write(&k, enabled).unwrap();
+    out
+}
+
+/// `kubectl apply --dry-run=server -k DIR`, which must succeed.
+fn dry_run(dir: &Path) -> String {
+    let (ok, out) = kubectl(&["apply", "--dry-run=server", "-k", dir.to_str().unwrap()]);
+    assert!(ok, "server dry run of {}: {out}", dir.display());
+    out
+}
+
+fn install_service_monitor_crd(dir: &Path) {
+    let crd = dir.join("crd.yaml");
     std::fs::write(&crd, SERVICE_MONITOR_CRD).unwrap();
     let (ok, out) = kubectl(&["apply", "-f", crd.to_str().unwrap()]);
     assert!(ok, "{out}");
@@ -109,37 +147,107 @@ async fn deploy_manifests_are_accepted_and_their_rbac_suffices() {
         "crd/servicemonitors.monitoring.coreos.com",
     ]);
     assert!(ok, "{out}");
-    let deploy = repo().join("deploy");
-    let (ok, out) = kubectl(&["apply", "--dry-run=server", "-k", deploy.to_str().unwrap()]);
-    assert!(ok, "server dry run of deploy/: {out}");
+}
+
+/// A configuration file of `deploy/` with the plugin cache moved to a
+/// writable place, written into `dir`.
+fn runnable_config(source: &Path, dir: &Path) -> std::path::PathBuf {
+    let config = std::fs::read_to_string(source)
+        .unwrap()
+        .replace("/var/cache/wasmsched", dir.join("cache").to_str().unwrap());
+    let path = dir.join("config.yaml");
+    std::fs::write(&path, config).unwrap();
+    path
+}
+
+fn apply(files: &[std::path::PathBuf]) {
+    for f in files {
+        let (ok, out) = kubectl(&["apply", "-f", f.to_str().unwrap()]);
+        assert!(ok, "{out}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deploy_manifests_are_accepted_with_and_without_the_deletion_cost_component() {
+    let _g = serial();
+    let client = client().await;
+    reset(&client, &["wasmsched"]).await;
+    let _ = kubectl(&["delete", "clusterrolebinding", "wasmsched-deletion-cost"]);
+    let tmp = tempfile::tempdir().unwrap();
+    install_service_monitor_crd(tmp.path());
+
+    let out = dry_run(&repo().join("deploy"));
     for kind in [
         "namespace/wasmsched",
         "serviceaccount/wasmsched",
-        "clusterrole.rbac.authorization.k8s.io/wasmsched",
+        "clusterrole.rbac.authorization.k8s.io/wasmsched ",
+        "clusterrolebinding.rbac.authorization.k8s.io/wasmsched ",
+        "clusterrole.rbac.authorization.k8s.io/wasmsched-metrics-reader",
         "role.rbac.authorization.k8s.io/wasmsched-leader-election",
         "configmap/wasmsched-plugins",
         "configmap/wasmsched-dashboard",
         "deployment.apps/wasmsched",
         "service/wasmsched-metrics",
         "servicemonitor.monitoring.coreos.com/wasmsched",
+        "networkpolicy.networking.k8s.io/wasmsched",
     ] {
         assert!(out.contains(kind), "{kind} missing from the dry run: {out}");
     }
+    assert!(
+        !out.contains("wasmsched-deletion-cost"),
+        "the controller's role is bound without the controller: {out}"
+    );
+
+    let with = dry_run(&deploy_with_deletion_cost(tmp.path()));
+    for kind in [
+        "clusterrole.rbac.authorization.k8s.io/wasmsched-deletion-cost",
+        "clusterrolebinding.rbac.authorization.k8s.io/wasmsched-deletion-cost",
+    ] {
+        assert!(
+            with.contains(kind),
+            "{kind} missing with the component: {with}"
+        );
+    }
+
+    // The component's configuration is deploy/config.yaml plus the
+    // deletionCost section, and only the component's has one.
+    let base = std::fs::read_to_string(repo().join("deploy/config.yaml")).unwrap();
+    let component_path = repo().join("deploy/components/deletion-cost/config.yaml");
+    let component = std::fs::read_to_string(&component_path).unwrap();
+    let body = component
+        .split_once(&base)
+        .unwrap_or_else(|| {
+            panic!("the component's config.yaml does not contain deploy/config.yaml")
+        })
+        .1;
+    assert!(body.contains("\ndeletionCost:\n"), "{body}");
+    let deletion_cost = |path: &Path| {
+        let file = wasmsched::config::load(path).unwrap();
+        wasmsched::deletion_cost::DeletionCostConfig::from_file(&file, Path::new("."))
+            .unwrap()
+            .is_some()
+    };
+    assert!(!deletion_cost(&repo().join("deploy/config.yaml")));
+    assert!(deletion_cost(&component_path));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_scheduler_runs_with_exactly_its_service_accounts_rbac() {
+    let _g = serial();
+    let client = client().await;
+    reset(&client, &["wasmsched", "rbac"]).await;
+    let _ = kubectl(&["delete", "clusterrolebinding", "wasmsched-deletion-cost"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let deploy = repo().join("deploy");
 
     // The ServiceAccount and its RBAC for real; the scheduler runs as it,
     // with deploy/config.yaml (the plugin cache moved to a writable place).
-    for f in ["serviceaccount.yaml", "rbac.yaml"] {
-        let (ok, out) = kubectl(&["apply", "-f", deploy.join(f).to_str().unwrap()]);
-        assert!(ok, "{out}");
-    }
-    let config = std::fs::read_to_string(deploy.join("config.yaml"))
-        .unwrap()
-        .replace(
-            "/var/cache/wasmsched",
-            tmp.path().join("cache").to_str().unwrap(),
-        );
-    let config_path = tmp.path().join("config.yaml");
-    std::fs::write(&config_path, config).unwrap();
+    apply(&[
+        deploy.join("serviceaccount.yaml"),
+        deploy.join("rbac.yaml"),
+        deploy.join("metrics-reader.yaml"),
+    ]);
+    let config_path = runnable_config(&deploy.join("config.yaml"), tmp.path());
     let sa = service_account_kubeconfig(tmp.path());
     let _ = Api::<Lease>::namespaced(client.clone(), "wasmsched")
         .delete("wasmsched", &DeleteParams::default())
@@ -218,28 +326,37 @@ async fn deploy_manifests_are_accepted_and_their_rbac_suffices() {
         lease.spec.unwrap().holder_identity.as_deref(),
         Some("rbac-replica")
     );
+
+    // Every metric the dashboard queries is served (the deletion-cost
+    // controller's once it runs, below); the request's token is reviewed
+    // with the ServiceAccount's tokenreviews and subjectaccessreviews
+    // rights.
+    let missing = missing_dashboard_metrics(&sched).await;
+    assert!(
+        missing.iter().all(|m| m.starts_with(CONTROLLER_METRICS)),
+        "dashboard metrics not served: {missing:?}"
+    );
     let logs = sched.logs();
     assert!(!logs.contains("forbidden"), "a call was refused:\n{logs}");
 
-    // Every metric the dashboard queries is served.
-    let (_, metrics) = sched.get("/metrics").await.unwrap();
-    let missing: Vec<String> = dashboard_metrics()
-        .into_iter()
-        .filter(|m| !metrics.lines().any(|l| l.starts_with(m.as_str())))
-        .collect();
-    assert!(
-        missing.is_empty(),
-        "dashboard metrics not served: {missing:?}"
-    );
-
-    // Least privilege: what the scheduler does not do, it may not do.
+    // Least privilege: what the scheduler does not do, it may not do; and
+    // without the deletion-cost controller it may not patch pods.
     let sa_client = client_for(&sa).await;
     let as_sa: Api<Pod> = Api::namespaced(sa_client.clone(), "rbac");
     match as_sa.delete("fits", &DeleteParams::default()).await {
         Err(kube::Error::Api(e)) => assert_eq!(e.code, 403),
         other => panic!("the scheduler's account may delete pods: {other:?}"),
     }
-    match Api::<Secret>::namespaced(sa_client, "wasmsched")
+    let annotate = kube::api::Patch::Merge(json!({"metadata": {"annotations": {
+        "controller.kubernetes.io/pod-deletion-cost": "7"}}}));
+    match as_sa
+        .patch("fits", &kube::api::PatchParams::default(), &annotate)
+        .await
+    {
+        Err(kube::Error::Api(e)) => assert_eq!(e.code, 403),
+        other => panic!("the scheduler's account may patch pods: {other:?}"),
+    }
+    match Api::<Secret>::namespaced(sa_client.clone(), "wasmsched")
         .list(&ListParams::default())
         .await
     {
@@ -254,4 +371,35 @@ async fn deploy_manifests_are_accepted_and_their_rbac_suffices() {
         .await
         .unwrap();
     assert_eq!(lease.spec.unwrap().holder_identity, None);
+
+    // With the component: its role, and its configuration's controller
+    // runs (its watches of ReplicaSets, Deployments and Pods sync, a pass
+    // completes) without a refused call.
+    let component = deploy.join("components/deletion-cost");
+    apply(&[component.join("rbac.yaml")]);
+    let config_path = runnable_config(&component.join("config.yaml"), tmp.path());
+    let sched = Scheduler::start(
+        tmp.path(),
+        "rbac-controller",
+        &sa,
+        &["--config", config_path.to_str().unwrap()],
+    );
+    wait_until("a deletion-cost pass", Duration::from_secs(90), || async {
+        sched.logs().contains("deletion-cost pass")
+    })
+    .await;
+    let logs = sched.logs();
+    assert!(!logs.contains("forbidden"), "a call was refused:\n{logs}");
+    // (A new process: only the controller's are checked, it binds nothing.)
+    let missing = missing_dashboard_metrics(&sched).await;
+    assert!(
+        !missing.iter().any(|m| m.starts_with(CONTROLLER_METRICS)),
+        "the controller's dashboard metrics are not served: {missing:?}"
+    );
+    as_sa
+        .patch("fits", &kube::api::PatchParams::default(), &annotate)
+        .await
+        .expect("with the component, the account may patch pods");
+    drop(sched);
+    let _ = kubectl(&["delete", "clusterrolebinding", "wasmsched-deletion-cost"]);
 }

@@ -155,11 +155,22 @@ impl Scheduler {
     }
 
     pub fn url(&self, path: &str) -> String {
-        format!("http://127.0.0.1:{}{path}", self.port)
+        format!("https://127.0.0.1:{}{path}", self.port)
     }
 
+    /// GET with the admin token (system:masters may read /metrics).
     pub async fn get(&self, path: &str) -> Option<(u16, String)> {
-        let r = reqwest::get(self.url(path)).await.ok()?;
+        self.get_as(path, Some(&admin_token())).await
+    }
+
+    /// GET with `token` as bearer token, or none; the port's certificate
+    /// is self-signed, so it is not verified.
+    pub async fn get_as(&self, path: &str, token: Option<&str>) -> Option<(u16, String)> {
+        let mut req = insecure_https().get(self.url(path));
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        let r = req.send().await.ok()?;
         let status = r.status().as_u16();
         Some((status, r.text().await.ok()?))
     }
@@ -232,6 +243,25 @@ pub fn kube_scheduler(config: &Path, log: &Path, verbosity: u8) -> Child {
         .stderr(std::fs::File::create(log).unwrap())
         .spawn()
         .expect("spawn kube-scheduler")
+}
+
+/// The API server's admin token (group system:masters).
+pub fn admin_token() -> String {
+    let path = env().servers.join("pki/admin-token");
+    std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .trim()
+        .to_string()
+}
+
+/// An HTTPS client that accepts any certificate (the scheduler's port
+/// serves a self-signed one, as kube-scheduler's does).
+pub fn insecure_https() -> reqwest::Client {
+    reqwest::Client::builder()
+        .danger_accept_invalid_certs(true)
+        .timeout(Duration::from_secs(30))
+        .build()
+        .expect("HTTPS client")
 }
 
 /// Sums the samples of `name` whose labels include `labels`.
