@@ -17,16 +17,25 @@ use wasmsched::{manifest, model::Pod};
 /// (example directory, configuration file relative to the repository).
 const EXAMPLES: &[(&str, Option<&str>)] = &[
     ("examples/gpu-cluster", None),
-    ("examples/gpu-fragmentation", Some("examples/gpu-fragmentation/binpack.yaml")),
+    (
+        "examples/gpu-fragmentation",
+        Some("examples/gpu-fragmentation/binpack.yaml"),
+    ),
     ("examples/microservices", None),
-    ("examples/microservices", Some("examples/microservices/locality-off.yaml")),
+    (
+        "examples/microservices",
+        Some("examples/microservices/locality-off.yaml"),
+    ),
 ];
 
 fn config_of(config_file: Option<&str>) -> (ConfigFile, PathBuf) {
     match config_file {
         Some(c) => {
             let path = repo_root().join(c);
-            (config::load(&path).unwrap(), path.parent().unwrap().to_path_buf())
+            (
+                config::load(&path).unwrap(),
+                path.parent().unwrap().to_path_buf(),
+            )
         }
         None => (ConfigFile::default(), repo_root()),
     }
@@ -54,11 +63,12 @@ fn placements(r: &Report) -> Vec<(String, String, String, Option<i64>)> {
 /// pods were explained.
 fn check_example(example: &Path, file: &ConfigFile, base: &Path) -> usize {
     let baseline = run(example, file, base, None);
+    let served = config::build(file, base, 7).unwrap();
     let pending: Vec<Pod> = manifest::load(&[example.to_path_buf()])
         .unwrap()
         .pods
         .into_iter()
-        .filter(|p| p.node_name.is_none())
+        .filter(|p| p.node_name.is_none() && served.profile(&p.scheduler_name).is_some())
         .collect();
     for pod in &pending {
         let key = pod.key();
@@ -95,9 +105,21 @@ fn check_pod(r: &Report, pod: &Pod, key: &str) {
         .iter()
         .find(|n| n.node == placed.node)
         .unwrap_or_else(|| panic!("{key}: {} is not in the explanation", placed.node));
-    assert_eq!(node.total, placed.score, "{key}: the decision's total");
     let sum: i64 = node.scores.iter().filter_map(|s| s.weighted).sum();
+    let with_totals = e
+        .explanation
+        .nodes
+        .iter()
+        .filter(|n| n.total.is_some())
+        .count();
+    if placed.score.is_none() {
+        // The only feasible node: not scored by the decision, shown with
+        // its scores for information.
+        assert_eq!(with_totals, 1, "{key}: one feasible node");
+        assert_eq!(node.total, Some(sum), "{key}: its shown total");
+    }
     if let Some(total) = placed.score {
+        assert_eq!(node.total, Some(total), "{key}: the decision's total");
         assert_eq!(sum, total, "{key}: the weighted scores add up to the total");
         for other in &e.explanation.nodes {
             assert!(
@@ -172,7 +194,9 @@ fn explain_agrees_when_a_wasm_plugin_fails_with_ignore() {
         );
     }
     assert!(
-        e.explanation.skipped.contains(&("Chaos".to_string(), "Score".to_string())),
+        e.explanation
+            .skipped
+            .contains(&("Chaos".to_string(), "Score".to_string())),
         "{:?}",
         e.explanation.skipped
     );

@@ -228,3 +228,26 @@ fn every_language_passes_plugin_check_and_refuses_args() {
         }
     }
 }
+
+/// The contract evolves compatibly: the C, Python and JavaScript examples
+/// are built against the previous minor (0.1.0, `wit/history/`), the Rust
+/// one against the current contract, and all four schedule alike (the
+/// tests above compare every placement, FitError and score).
+#[test]
+fn components_of_the_previous_minor_load_and_behave_the_same() {
+    use wasmsched::wasm::exports::Minor;
+    assert_eq!(module("rust").minor(), Minor::Current);
+    for lang in ["python", "js", "c"] {
+        assert_eq!(module(lang).minor(), Minor::V0_1, "{lang}");
+        assert_eq!(
+            placements(schedule(lang)),
+            placements(schedule("rust")),
+            "{lang}"
+        );
+        assert_eq!(
+            failures(schedule(lang)),
+            failures(schedule("rust")),
+            "{lang}"
+        );
+    }
+}

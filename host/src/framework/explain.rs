@@ -33,8 +33,9 @@ pub struct NodeExplanation {
     pub node: String,
     pub filters: Vec<(String, FilterVerdict)>,
     pub scores: Vec<ScoreDetail>,
-    /// The weighted total the cycle computed (null when the node was not
-    /// scored: rejected, or the only feasible node).
+    /// The weighted total (null when the node was not scored: rejected or
+    /// not evaluated). For the only feasible node, which the decision does
+    /// not score (as upstream), it is computed for display.
     pub total: Option<i64>,
     /// Plugins whose rejection of this node no eviction can resolve
     /// (UnschedulableAndUnresolvable).

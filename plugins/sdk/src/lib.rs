@@ -44,9 +44,9 @@ pub mod view;
 include!(concat!(env!("OUT_DIR"), "/contract.rs"));
 
 pub use cluster::{Cluster, NodeState};
-pub use wasmsched_shared::{locality, quantity, selector};
 pub use selector::{LabelLookup, Selector};
 pub use view::{NodeExt, PodExt};
+pub use wasmsched_shared::{locality, quantity, selector};
 
 /// The contract's records (`pod`, `node`, `delta`, `rejection`, ...).
 pub use bindings::wasmsched::plugin::types;

@@ -241,7 +241,7 @@ impl Cycle<'_> {
                 if self.recording {
                     // Shown, not used: upstream skips scoring one node.
                     self.record.feasible = vec![node.index];
-                    let _ = self.score_nodes(&found.feasible);
+                    self.record.totals = self.score_nodes(&found.feasible).ok();
                 }
                 (
                     Outcome::Scheduled(Placement {
