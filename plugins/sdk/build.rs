@@ -9,15 +9,21 @@ fn main() {
     let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap());
     let wit = manifest.join("../../wit/plugin.wit");
     println!("cargo:rerun-if-changed={}", wit.display());
-    let text = fs::read_to_string(&wit).expect("reading wit/plugin.wit");
-    let version = text
+    let contract = fs::read_to_string(&wit).expect("reading wit/plugin.wit");
+    // Worlds the SDK offers beyond those in the contract (combinations of
+    // exports for `export_plugin!`), appended to the contract's package.
+    let worlds = manifest.join("wit/worlds.wit");
+    println!("cargo:rerun-if-changed={}", worlds.display());
+    let extra = fs::read_to_string(&worlds).expect("reading plugins/sdk/wit/worlds.wit");
+    let text = format!("{contract}\n{extra}");
+    let version = contract
         .lines()
         .find_map(|l| l.trim().strip_prefix("package wasmsched:plugin@"))
         .map(|v| v.trim_end_matches(';').trim().to_string())
         .expect("wit/plugin.wit has a `package wasmsched:plugin@X.Y.Z;` line");
     let out = PathBuf::from(env::var("OUT_DIR").unwrap());
     let code = format!(
-        "/// The WIT contract this SDK implements, verbatim.\npub const CONTRACT_WIT: &str = r####\"{text}\"####;\n\n\
+        "/// The WIT contract this SDK implements, verbatim.\npub const CONTRACT_WIT: &str = r####\"{contract}\"####;\n\n\
          /// The contract version this SDK implements.\npub const CONTRACT_VERSION: &str = \"{version}\";\n\n\
          #[doc(hidden)]\n#[macro_export]\nmacro_rules! __generate_world {{\n    ($world:literal) => {{\n        \
          ::wasmsched_plugin_sdk::__wit_bindgen::generate!({{\n            inline: r####\"{text}\"####,\n            world: $world,\n            \

@@ -61,6 +61,7 @@ struct Args {
     topology_penalty: Option<u32>,
     fractional: Option<bool>,
     cpu_pods_avoid_gpu_nodes: Option<bool>,
+    hami: Option<crate::hami::HamiArgs>,
 }
 
 /// The validated configuration.
@@ -86,6 +87,8 @@ pub struct Config {
     /// nodes by how many of their GPUs are in use (0 when all are free),
     /// rather than 0 everywhere (the origin).
     pub cpu_pods_avoid_gpu_nodes: bool,
+    /// Fractional GPUs on HAMi nodes (the `hami` args).
+    pub hami: crate::hami::HamiConfig,
 }
 
 pub const MAX_WEIGHT: u32 = 1000;
@@ -104,6 +107,7 @@ impl Default for Config {
             topology_penalty: 20,
             fractional: true,
             cpu_pods_avoid_gpu_nodes: true,
+            hami: crate::hami::HamiConfig::default(),
         }
     }
 }
@@ -230,6 +234,9 @@ impl Config {
         if let Some(a) = args.cpu_pods_avoid_gpu_nodes {
             cfg.cpu_pods_avoid_gpu_nodes = a;
         }
+        if let Some(h) = args.hami {
+            cfg.hami = crate::hami::HamiConfig::from_args(h)?;
+        }
         Ok(cfg)
     }
 
@@ -244,7 +251,7 @@ impl Config {
         format!(
             "policy {policy}, fitWeight {}, utilizationWeight {}, unknownUtilization {}% \
              (nodes without {} annotation or {} metric), topologyPenalty {}, \
-             fractional {}, cpuPodsAvoidGpuNodes {}",
+             fractional {}, cpuPodsAvoidGpuNodes {}; {}",
             self.fit_weight,
             self.utilization_weight,
             self.unknown_utilization_pct,
@@ -253,6 +260,7 @@ impl Config {
             self.topology_penalty,
             self.fractional,
             self.cpu_pods_avoid_gpu_nodes,
+            self.hami.summary(),
         )
     }
 

@@ -8,16 +8,22 @@
 //! get span more NVLink domains than necessary. A pod that uses no GPU
 //! prefers nodes without GPUs (`cpuPodsAvoidGpuNodes`). Every formula,
 //! label and annotation is documented in docs/gpu-topology.md.
+//!
+//! Nodes running HAMi's device plugin (`hami.io/node-nvidia-register`)
+//! are fitted and scored device by device, and the device choice is
+//! written on the pod for HAMi's device plugin ([`hami`],
+//! docs/gpu-sharing.md).
 
 mod args;
 pub mod gpus;
+pub mod hami;
 
 use std::cell::RefCell;
 use std::collections::HashSet;
 
 pub use args::{Config, ModelMatching, ModelRule, Policy};
 
-use wasmsched_plugin_sdk::types::{CyclePlan, Pod};
+use wasmsched_plugin_sdk::types::{CyclePlan, Delta, KeyInterests, KeySelector, Pod, PodPatch};
 use wasmsched_plugin_sdk::{
     export_plugin, reject, reject_unresolvable, Cluster, NodeState, Plugin, PodExt, Rejection,
 };
@@ -64,7 +70,8 @@ pub struct Demand {
 
 /// The current cycle's demand; `None` for a pod that uses no GPU (it
 /// passes Filter everywhere and is scored by [`GpuTopology::cpu_pod_score`]).
-pub struct Cycle(Option<Demand>);
+/// The second field is the pod's vGPU demand on HAMi nodes.
+pub struct Cycle(Option<Demand>, Option<hami::HamiDemand>);
 
 /// Where a pod would go on a node, and what scoring needs to know.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -90,6 +97,8 @@ pub struct GpuTopology {
     /// Nodes this instance has logged "utilization unknown" for (once
     /// each; only touched when a node's utilization is unknown).
     unknown_logged: RefCell<HashSet<String>>,
+    /// HAMi nodes: per-device usage and the current reservation.
+    hami: hami::HamiState,
 }
 
 /// Logs at debug level through the host (`--log wasmsched=debug` shows
@@ -111,6 +120,7 @@ impl GpuTopology {
         GpuTopology {
             cfg,
             unknown_logged: RefCell::new(HashSet::new()),
+            hami: hami::HamiState::default(),
         }
     }
 
@@ -299,16 +309,28 @@ impl Plugin for GpuTopology {
     }
 
     fn cycle_start(&self, pod: &Pod, _cluster: &Cluster) -> Result<Cycle, String> {
-        Ok(Cycle(self.demand(pod)?))
+        Ok(Cycle(
+            self.demand(pod)?,
+            hami::demand(pod, &self.cfg.hami)?,
+        ))
+    }
+
+    fn observe(&self, delta: &Delta, _cluster: &Cluster) {
+        self.hami.observe(delta);
     }
 
     /// A pod that uses no GPU passes every node's Filter, and its Score
     /// only matters when CPU pods are steered away from GPU nodes.
     fn plan(&self, cycle: &Cycle, _pod: &Pod) -> CyclePlan {
+        let uses_gpu = cycle.0.is_some() || cycle.1.is_some();
         CyclePlan {
-            filter: cycle.0.is_some(),
-            score: cycle.0.is_some() || self.cfg.cpu_pods_avoid_gpu_nodes,
+            filter: uses_gpu,
+            score: uses_gpu || self.cfg.cpu_pods_avoid_gpu_nodes,
         }
+    }
+
+    fn interests(&self) -> KeyInterests {
+        interests(&self.cfg)
     }
 
     fn filter(
@@ -318,6 +340,13 @@ impl Plugin for GpuTopology {
         node: &NodeState,
         _cluster: &Cluster,
     ) -> Result<(), Rejection> {
+        if let Some(h) = &cycle.1 {
+            match self.hami.place(h, node) {
+                Some(r) => return r.map(|_| ()),
+                None if h.hami_only => return Err(reject_unresolvable(hami::NOT_HAMI_NODE)),
+                None => {}
+            }
+        }
         match &cycle.0 {
             None => Ok(()),
             Some(d) => self.place(d, node).map(|_| ()),
@@ -333,7 +362,15 @@ impl Plugin for GpuTopology {
     ) -> Result<i64, String> {
         // A node Filter rejected is never scored by the host; should it be,
         // it gets 0 rather than failing the pod's cycle.
+        if let Some(h) = &cycle.1 {
+            if let Some(r) = self.hami.place(h, node) {
+                return Ok(r.map_or(0, |(_, s)| s));
+            }
+        }
         Ok(match &cycle.0 {
+            None if self.hami.is_hami(node.index) => {
+                self.hami.cpu_pod_score(node.index).unwrap_or(0) * i64::from(self.cfg.cpu_pods_avoid_gpu_nodes)
+            }
             None => self.cpu_pod_score(node),
             Some(d) => match self.place(d, node) {
                 Ok(p) => {
@@ -346,9 +383,60 @@ impl Plugin for GpuTopology {
             },
         })
     }
+
+    fn reserve(
+        &self,
+        cycle: &Cycle,
+        pod: &Pod,
+        node: &NodeState,
+        _cluster: &Cluster,
+    ) -> Result<(), String> {
+        self.hami.reserve(cycle.1.as_ref(), &pod.uid, node)
+    }
+
+    fn unreserve(&self, pod_uid: &str, _node: u32) {
+        self.hami.unreserve(pod_uid);
+    }
+
+    fn pre_bind(
+        &self,
+        _cycle: &Cycle,
+        pod: &Pod,
+        node: &NodeState,
+        _cluster: &Cluster,
+    ) -> Result<PodPatch, String> {
+        Ok(self.hami.pre_bind(&pod.uid, node.index))
+    }
 }
 
-export_plugin!(GpuTopology: filter, score);
+/// The label and annotation keys the plugin reads.
+fn interests(cfg: &Config) -> KeyInterests {
+    let keys = |k: &[&str]| KeySelector::Keys(k.iter().map(|s| s.to_string()).collect());
+    let mut pod_keys = vec![ANN_MODEL, ANN_MEMORY, ANN_POLICY, ANN_ASSIGNED];
+    pod_keys.extend(hami::demand::POD_KEYS);
+    let node_annotations = [
+        ANN_TOPOLOGY,
+        cfg.utilization_annotation.as_str(),
+        wasmsched_shared::hami::REGISTER_ANNOTATION,
+        wasmsched_shared::hami::SCORE_ANNOTATION,
+        wasmsched_shared::hami::CORDON_ANNOTATION,
+    ];
+    KeyInterests {
+        pod_labels: KeySelector::None,
+        pod_annotations: keys(&pod_keys),
+        node_labels: keys(&[
+            LABEL_COUNT,
+            LABEL_MODEL,
+            LABEL_MEMORY,
+            GFD_COUNT,
+            GFD_PRODUCT,
+            GFD_MEMORY,
+        ]),
+        node_annotations: keys(&node_annotations),
+    }
+}
+
+export_plugin!(GpuTopology: filter, score, reserve, pre_bind, interests);
 
 #[cfg(test)]
 mod tests;

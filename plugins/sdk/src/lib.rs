@@ -46,7 +46,7 @@ include!(concat!(env!("OUT_DIR"), "/contract.rs"));
 pub use cluster::{Cluster, NodeState};
 pub use selector::{LabelLookup, Selector};
 pub use view::{NodeExt, PodExt};
-pub use wasmsched_shared::{locality, quantity, selector};
+pub use wasmsched_shared::{hami, locality, quantity, selector};
 
 /// The contract's records (`pod`, `node`, `delta`, `rejection`, ...).
 pub use bindings::wasmsched::plugin::types;
@@ -147,6 +147,50 @@ pub trait Plugin: Sized + 'static {
         Ok(())
     }
 
+    /// Which label and annotation keys the plugin reads (contract 0.2
+    /// `interests`, exported with `interests` in [`export_plugin!`]); the
+    /// host then sends only those. The default reads every key.
+    fn interests(&self) -> types::KeyInterests {
+        types::KeyInterests {
+            pod_labels: types::KeySelector::All,
+            pod_annotations: types::KeySelector::All,
+            node_labels: types::KeySelector::All,
+            node_annotations: types::KeySelector::All,
+        }
+    }
+
+    /// Reserve: the cycle's pod goes to `node` (called once per scheduled
+    /// pod, before PreBind). An error fails the pod's cycle.
+    fn reserve(
+        &self,
+        _cycle: &Self::Cycle,
+        _pod: &types::Pod,
+        _node: &NodeState,
+        _cluster: &Cluster,
+    ) -> Result<(), String> {
+        Ok(())
+    }
+
+    /// Unreserve: a reservation was undone (possibly long after its cycle;
+    /// the pod's removal also arrives as a `pod-remove` delta).
+    fn unreserve(&self, _pod_uid: &str, _node: u32) {}
+
+    /// PreBind output: labels and annotations to write on the pod before
+    /// it is bound, right after [`Plugin::reserve`] in the same cycle. The
+    /// host merges them into the pod at once, so later deltas show them.
+    fn pre_bind(
+        &self,
+        _cycle: &Self::Cycle,
+        _pod: &types::Pod,
+        _node: &NodeState,
+        _cluster: &Cluster,
+    ) -> Result<types::PodPatch, String> {
+        Ok(types::PodPatch {
+            labels: Vec::new(),
+            annotations: Vec::new(),
+        })
+    }
+
     /// The pod-deletion-cost for a pod, or `None` for no opinion.
     fn deletion_cost(
         &self,
@@ -161,7 +205,10 @@ pub trait Plugin: Sized + 'static {
 /// implements; the component then exports exactly those:
 /// `export_plugin!(T: filter)`, `export_plugin!(T: score)`,
 /// `export_plugin!(T: filter, score)` (also exports NormalizeScore, which
-/// calls [`Plugin::normalize`]), `export_plugin!(T: deletion_cost)`.
+/// calls [`Plugin::normalize`]), `export_plugin!(T: deletion_cost)`,
+/// `export_plugin!(T: filter, score, reserve, pre_bind, interests)` (adds
+/// Reserve, PreBind output and key interests: [`Plugin::reserve`],
+/// [`Plugin::pre_bind`], [`Plugin::interests`]).
 #[macro_export]
 macro_rules! export_plugin {
     ($plugin:ty: filter) => {
@@ -175,6 +222,13 @@ macro_rules! export_plugin {
     };
     ($plugin:ty: deletion_cost) => {
         $crate::__export_world!($plugin, "deletion-cost-plugin", [deletion_cost]);
+    };
+    ($plugin:ty: filter, score, reserve, pre_bind, interests) => {
+        $crate::__export_world!(
+            $plugin,
+            "filter-score-reserve-prebind-interests-plugin",
+            [filter, score, normalize, reserve, pre_bind, interests]
+        );
     };
 }
 
@@ -233,6 +287,30 @@ macro_rules! __export_point {
         impl exports::wasmsched::plugin::normalize_score::Guest for Export {
             fn normalize_score(nodes: Vec<u32>, scores: Vec<i64>) -> Result<Vec<i64>, String> {
                 $crate::runtime::normalize::<P>(&nodes, scores)
+            }
+        }
+    };
+    (reserve) => {
+        impl exports::wasmsched::plugin::reserve::Guest for Export {
+            fn reserve(node: u32) -> Result<(), String> {
+                $crate::runtime::reserve::<P>(node)
+            }
+            fn unreserve(pod_uid: String, node: u32) {
+                $crate::runtime::unreserve::<P>(&pod_uid, node)
+            }
+        }
+    };
+    (pre_bind) => {
+        impl exports::wasmsched::plugin::pre_bind::Guest for Export {
+            fn pre_bind(node: u32) -> Result<$crate::types::PodPatch, String> {
+                $crate::runtime::pre_bind::<P>(node)
+            }
+        }
+    };
+    (interests) => {
+        impl exports::wasmsched::plugin::interests::Guest for Export {
+            fn interests() -> $crate::types::KeyInterests {
+                $crate::runtime::interests::<P>()
             }
         }
     };

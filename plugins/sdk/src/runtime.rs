@@ -10,7 +10,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 
 use crate::cluster::Cluster;
-use crate::types::{CyclePlan, Delta, Pod, PodStatus, Rejection};
+use crate::types::{CyclePlan, Delta, KeyInterests, Pod, PodPatch, PodStatus, Rejection};
 use crate::Plugin;
 
 struct Cycle {
@@ -153,4 +153,44 @@ pub fn deletion_cost<P: Plugin>(
     metrics: &[(String, f64)],
 ) -> Result<Option<i32>, String> {
     with_plugin::<P, _>(|plugin, _, _| plugin.deletion_cost(pod, metrics))
+}
+
+/// `reserve.reserve`: the cycle's pod goes to `node`.
+pub fn reserve<P: Plugin>(node: u32) -> Result<(), String> {
+    with_cycle::<P, _>(|plugin, cycle, pod, cluster| {
+        let n = cluster
+            .node(node)
+            .ok_or_else(|| format!("node index {node} unknown to plugin"))?;
+        plugin.reserve(cycle, pod, n, cluster)
+    })
+}
+
+/// `reserve.unreserve`.
+pub fn unreserve<P: Plugin>(pod_uid: &str, node: u32) {
+    let _ = with_plugin::<P, _>(|plugin, _, _| {
+        plugin.unreserve(pod_uid, node);
+        Ok(())
+    });
+}
+
+/// `pre-bind.pre-bind`: the labels and annotations to write on the
+/// cycle's pod.
+pub fn pre_bind<P: Plugin>(node: u32) -> Result<PodPatch, String> {
+    with_cycle::<P, _>(|plugin, cycle, pod, cluster| {
+        let n = cluster
+            .node(node)
+            .ok_or_else(|| format!("node index {node} unknown to plugin"))?;
+        plugin.pre_bind(cycle, pod, n, cluster)
+    })
+}
+
+/// `interests.interests`: the plugin's key interests (every key before
+/// `init`).
+pub fn interests<P: Plugin>() -> KeyInterests {
+    with_plugin::<P, _>(|plugin, _, _| Ok(plugin.interests())).unwrap_or(KeyInterests {
+        pod_labels: crate::types::KeySelector::All,
+        pod_annotations: crate::types::KeySelector::All,
+        node_labels: crate::types::KeySelector::All,
+        node_annotations: crate::types::KeySelector::All,
+    })
 }

@@ -1,0 +1,160 @@
+//! Per-device usage of HAMi nodes, kept from the cluster changes the host
+//! streams (`observe`), so Filter and Score read a node's devices without
+//! decoding its pods' annotations every cycle. Rebuilt exactly from the
+//! pods' `hami.io/vgpu-devices-allocated` whenever an instance starts.
+
+use std::collections::{HashMap, HashSet};
+
+use wasmsched_plugin_sdk::types::{Delta, Node, Pod};
+use wasmsched_plugin_sdk::{NodeExt, PodExt};
+use wasmsched_shared::hami::request::CONTAINER_RESOURCES;
+use wasmsched_shared::hami::{
+    parse_cordon, parse_pair_scores, parse_register, pod_usage, DeviceUse, NodeUsage, PairScores,
+    ALLOCATED, CORDON_ANNOTATION, REGISTER_ANNOTATION, SCORE_ANNOTATION,
+};
+
+/// A HAMi node as the plugin sees it.
+#[derive(Debug, Clone)]
+pub struct HamiNode {
+    /// Devices and usage; `Err`: the register annotation is invalid.
+    pub usage: Result<NodeUsage, String>,
+    pub pairs: PairScores,
+    /// Placed pods whose device annotation is invalid: their usage is
+    /// unknown, so no new vGPU goes to the node.
+    pub bad_pods: usize,
+    /// The annotations the entry was built from.
+    register: String,
+    score: Option<String>,
+    cordon: Option<String>,
+}
+
+/// What one placed pod holds.
+#[derive(Debug, Clone)]
+struct PodUse {
+    node: u32,
+    /// `None`: the annotation is invalid.
+    uses: Option<Vec<(String, DeviceUse)>>,
+}
+
+/// The index: HAMi nodes by node index, placed pods with a device
+/// annotation by uid.
+#[derive(Debug, Default)]
+pub struct Index {
+    nodes: HashMap<u32, HamiNode>,
+    pods: HashMap<String, PodUse>,
+    on_node: HashMap<u32, HashSet<String>>,
+}
+
+/// The number of init containers, from the host's per-container
+/// annotation (0 without it).
+fn num_init(pod: &Pod) -> usize {
+    pod.annotation(CONTAINER_RESOURCES)
+        .map(|v| v.split(';').filter(|c| c.starts_with("init:")).count())
+        .unwrap_or(0)
+}
+
+impl Index {
+    pub fn node(&self, index: u32) -> Option<&HamiNode> {
+        self.nodes.get(&index)
+    }
+
+    /// Applies one change (before the SDK's cluster applies it).
+    pub fn observe(&mut self, delta: &Delta) {
+        match delta {
+            Delta::NodeSet((index, node)) => self.node_set(*index, node),
+            Delta::NodeRemove(index) => {
+                self.nodes.remove(index);
+                for uid in self.on_node.remove(index).unwrap_or_default() {
+                    self.pods.remove(&uid);
+                }
+            }
+            Delta::PodAdd(p) => {
+                self.pod_remove(&p.pod.uid);
+                self.pod_add(p.node, &p.pod);
+            }
+            Delta::PodRemove(r) => self.pod_remove(&r.pod_uid),
+        }
+    }
+
+    fn node_set(&mut self, index: u32, node: &Node) {
+        let Some(register) = node.annotation(REGISTER_ANNOTATION) else {
+            self.nodes.remove(&index);
+            return;
+        };
+        let score = node.annotation(SCORE_ANNOTATION).map(str::to_string);
+        let cordon = node.annotation(CORDON_ANNOTATION).map(str::to_string);
+        if let Some(n) = self.nodes.get(&index) {
+            if n.register == register && n.score == score && n.cordon == cordon {
+                return;
+            }
+        }
+        let cordoned = cordon.as_deref().map(parse_cordon).unwrap_or_default();
+        let usage = parse_register(register)
+            .map(|d| NodeUsage::new(d, &cordoned))
+            .map_err(|e| e.to_string());
+        let pairs = score
+            .as_deref()
+            .and_then(|s| parse_pair_scores(s).ok())
+            .unwrap_or_default();
+        let mut entry = HamiNode {
+            usage,
+            pairs,
+            bad_pods: 0,
+            register: register.to_string(),
+            score,
+            cordon,
+        };
+        for uid in self.on_node.get(&index).into_iter().flatten() {
+            match self.pods.get(uid).and_then(|p| p.uses.as_ref()) {
+                Some(uses) => {
+                    if let Ok(u) = &mut entry.usage {
+                        u.apply(uses, true);
+                    }
+                }
+                None => entry.bad_pods += 1,
+            }
+        }
+        self.nodes.insert(index, entry);
+    }
+
+    fn pod_add(&mut self, node: u32, pod: &Pod) {
+        let Some(allocated) = pod.annotation(ALLOCATED) else {
+            return;
+        };
+        let uses = pod_usage(allocated, num_init(pod)).ok();
+        if let Some(n) = self.nodes.get_mut(&node) {
+            match &uses {
+                Some(u) => {
+                    if let Ok(usage) = &mut n.usage {
+                        usage.apply(u, true);
+                    }
+                }
+                None => n.bad_pods += 1,
+            }
+        }
+        self.on_node
+            .entry(node)
+            .or_default()
+            .insert(pod.uid.clone());
+        self.pods.insert(pod.uid.clone(), PodUse { node, uses });
+    }
+
+    fn pod_remove(&mut self, uid: &str) {
+        let Some(old) = self.pods.remove(uid) else {
+            return;
+        };
+        if let Some(set) = self.on_node.get_mut(&old.node) {
+            set.remove(uid);
+        }
+        if let Some(n) = self.nodes.get_mut(&old.node) {
+            match &old.uses {
+                Some(u) => {
+                    if let Ok(usage) = &mut n.usage {
+                        usage.apply(u, false);
+                    }
+                }
+                None => n.bad_pods = n.bad_pods.saturating_sub(1),
+            }
+        }
+    }
+}
