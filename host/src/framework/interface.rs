@@ -312,6 +312,20 @@ pub enum BindAction {
     },
     /// Bind the pod to the node (`pods/binding`).
     Bind,
+    /// Take a lock on the pod's node: the node annotation `annotation`
+    /// set to `<RFC3339 time>,<namespace>,<pod>` with a
+    /// resourceVersion-guarded patch, as HAMi's `nodelock` does. A lock
+    /// held by another pod is waited for until it is released, its pod is
+    /// gone, or it is older than `expiry`; other nodes' bindings do not
+    /// wait. Released by the binder when a later action fails; otherwise
+    /// its holder (HAMi's device plugin) releases it.
+    LockNode {
+        annotation: String,
+        expiry: std::time::Duration,
+    },
+    /// Set these pod annotations to the current Unix time in seconds (at
+    /// the moment of writing, not of scheduling).
+    StampPod { annotations: Vec<String> },
 }
 
 /// PreBind: what to write before the pod is bound.

@@ -27,6 +27,8 @@ registry! {
         points: [Score], weight: 1, default: true;
     native "DefaultBinder" => plugins::default_binder::new,
         points: [Bind], weight: 0, default: true;
+    native "HAMiNodeLock" => plugins::hami_node_lock::new,
+        points: [Reserve, PreBind], weight: 0, default: true;
     wasm "GpuTopology" => "gpu-topology",
         points: [PreFilter, Filter, PreScore, Score], weight: 3, default: true;
     wasm "NetworkLocality" => "network-locality",

@@ -4,6 +4,7 @@
 //! point works with types that cannot hold an invalid operator, effect or
 //! quantity.
 
+pub mod container_resources;
 pub mod node;
 pub mod pod;
 /// One quantity parser for the scheduler and its plugins (`wasmsched-shared`).

@@ -164,6 +164,11 @@ pub struct Pod {
     /// pod is then reported unschedulable with this message rather than
     /// placed wrongly.
     pub unsupported: Option<String>,
+    /// Extended resources per container, init containers first, as
+    /// plugins receive it in `wasmsched.io/container-resources`
+    /// (`model::container_resources`); `None` when no container asks for
+    /// an extended resource.
+    pub container_resources: Option<String>,
 }
 
 impl Pod {
@@ -227,8 +232,10 @@ impl Pod {
         let mut limits = Resources::default();
         let mut host_ports = Vec::new();
         let (mut non_zero_milli_cpu, mut non_zero_memory) = (0i64, 0i64);
+        let (mut init_extended, mut app_extended) = (Vec::new(), Vec::new());
         for (i, c) in spec.containers.iter().enumerate() {
             let (req, lim) = container_resources(c, &format!("spec.containers[{i}]"))?;
+            app_extended.push(super::container_resources::extended(false, &req));
             non_zero_milli_cpu += non_zero_request(&req, CPU, DEFAULT_MILLI_CPU_REQUEST);
             non_zero_memory += non_zero_request(&req, MEMORY, DEFAULT_MEMORY_REQUEST);
             requests.add(&req);
@@ -249,6 +256,7 @@ impl Pod {
         }
         for (i, c) in spec.init_containers.iter().flatten().enumerate() {
             let (req, lim) = container_resources(c, &format!("spec.initContainers[{i}]"))?;
+            init_extended.push(super::container_resources::extended(true, &req));
             requests.max_with(&req);
             limits.max_with(&lim);
             // Upstream's non-zero requests also take the largest init container.
@@ -530,6 +538,7 @@ impl Pod {
             spread,
             host_ports,
             unsupported,
+            container_resources: super::container_resources::annotation(init_extended, app_extended),
             namespace,
             name,
         })

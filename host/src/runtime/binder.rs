@@ -20,6 +20,7 @@ use tokio::sync::{mpsc, Semaphore};
 
 use super::client::Throttle;
 use super::events::{PodRef, Report};
+use super::node_lock::{self, NodeGates};
 use super::Shared;
 use crate::framework::{Assumption, BindAction};
 use crate::model::Pod;
@@ -86,13 +87,23 @@ pub struct Binder {
     /// widen the window in which a pod can be deleted after it was
     /// scheduled.
     pub delay: Duration,
+    /// Per-node gates of bindings that take a node lock
+    /// ([`BindAction::LockNode`]).
+    pub gates: NodeGates,
 }
 
 impl Binder {
     pub async fn run(self, mut rx: mpsc::UnboundedReceiver<BindRequest>) {
         let limit = Arc::new(Semaphore::new(self.concurrency));
         let this = Arc::new(self);
+        let mut locking = tokio::task::JoinSet::new();
         while let Some(req) = rx.recv().await {
+            if node_lock::wanted(&req.assumption.actions).is_some() {
+                // Waits for the node's lock without a binding slot.
+                locking.spawn(this.clone().bind_locked(req, limit.clone()));
+                while locking.try_join_next().is_some() {}
+                continue;
+            }
             let permit = limit
                 .clone()
                 .acquire_owned()
@@ -104,8 +115,58 @@ impl Binder {
                 drop(permit);
             });
         }
+        while locking.join_next().await.is_some() {}
         // Every permit back means every binding finished.
         let _ = limit.acquire_many(this.concurrency as u32).await;
+    }
+
+    /// A binding that takes its node's lock: waits its turn at the node's
+    /// gate, then for the lock to look free in the cache, then binds in
+    /// one of the binder's slots, still holding the gate.
+    async fn bind_locked(self: Arc<Self>, req: BindRequest, limit: Arc<Semaphore>) {
+        let gate = self.gates.gate(req.node());
+        let _turn = gate.lock().await;
+        if let Some(r) = self.wait_for_lock(&req).await {
+            return self.finish(req, r);
+        }
+        let Ok(_permit) = limit.acquire_owned().await else {
+            return;
+        };
+        self.bind(req).await;
+    }
+
+    /// Waits until the node's lock looks free in the cache (released, ours,
+    /// expired, or its pod gone). `Some`: the binding ends without trying.
+    async fn wait_for_lock(&self, req: &BindRequest) -> Option<BindResult> {
+        let (annotation, expiry) = node_lock::wanted(&req.assumption.actions)?;
+        let mut checked = None;
+        loop {
+            if self.shared.stopping.load(std::sync::atomic::Ordering::Acquire) {
+                return Some(BindResult::Abandoned);
+            }
+            if let Some(r) = self.still_valid(req) {
+                return Some(r);
+            }
+            let held = {
+                let cache = self.shared.cache.lock();
+                cache
+                    .snapshot
+                    .by_name(req.node())
+                    .and_then(|n| n.node.annotations.get(annotation).cloned())
+            };
+            let now = k8s_openapi::jiff::Timestamp::now();
+            let Some(v) = held else { return None };
+            if node_lock::judge(Some(&v), req.pod(), expiry, now) == node_lock::Found::Free {
+                return None;
+            }
+            if node_lock::holder_check_due(checked) {
+                checked = Some(Instant::now());
+                if node_lock::holder_gone(&self.client, &v).await {
+                    return None;
+                }
+            }
+            tokio::time::sleep(node_lock::POLL).await;
+        }
     }
 
     async fn bind(&self, req: BindRequest) {
@@ -113,6 +174,11 @@ impl Binder {
             tokio::time::sleep(self.delay).await;
         }
         let result = self.call(&req).await;
+        self.finish(req, result);
+    }
+
+    /// What the binding's end means for the cache, the metrics and events.
+    fn finish(&self, req: BindRequest, result: BindResult) {
         let shared = &self.shared;
         let now = shared.now_ms();
         let uid = &req.pod().uid;
@@ -185,22 +251,67 @@ impl Binder {
         shared.wake.notify_all();
     }
 
-    /// Runs the binding cycle's actions in order; the first that does not
-    /// succeed ends it.
+    /// Runs the binding cycle's actions in order (consecutive pod patches
+    /// as one); the first that does not succeed ends it, releasing a node
+    /// lock taken before.
     async fn call(&self, req: &BindRequest) -> BindResult {
-        for action in &req.assumption.actions {
-            let r = match action {
-                BindAction::PatchPod {
-                    labels,
-                    annotations,
-                } => self.patch_pod(req, labels, annotations).await,
+        let actions = &req.assumption.actions;
+        let mut locked: Option<&str> = None;
+        let mut i = 0;
+        let mut r = BindResult::Bound;
+        while i < actions.len() && r == BindResult::Bound {
+            let (labels, annotations, n) = merged_patches(&actions[i..]);
+            if n > 0 {
+                r = self.patch_pod(req, &labels, &annotations).await;
+                i += n;
+                continue;
+            }
+            r = match &actions[i] {
+                BindAction::LockNode { annotation, expiry } => {
+                    let r = self.lock_node(req, annotation, *expiry).await;
+                    if r == BindResult::Bound {
+                        locked = Some(annotation);
+                    }
+                    r
+                }
                 BindAction::Bind => self.bind_call(req).await,
+                BindAction::PatchPod { .. } | BindAction::StampPod { .. } => BindResult::Bound,
             };
-            if r != BindResult::Bound {
-                return r;
+            i += 1;
+        }
+        if let (Some(annotation), false) = (locked, r == BindResult::Bound) {
+            let pod = req.pod();
+            if let Err(e) = node_lock::release(&self.client, req.node(), annotation, pod).await {
+                tracing::warn!(pod = %pod.key(), node = %req.node(), error = %e, "releasing the node lock failed; it expires");
             }
         }
-        BindResult::Bound
+        r
+    }
+
+    /// [`BindAction::LockNode`].
+    async fn lock_node(
+        &self,
+        req: &BindRequest,
+        annotation: &str,
+        expiry: Duration,
+    ) -> BindResult {
+        if let Some(r) = self.still_valid(req) {
+            return r;
+        }
+        self.throttle.wait().await;
+        let pod = req.pod();
+        match node_lock::acquire(&self.client, req.node(), annotation, pod, expiry).await {
+            Ok(()) => BindResult::Bound,
+            Err(node_lock::LockError::NodeGone) => BindResult::NodeGone,
+            Err(node_lock::LockError::Held(by)) => {
+                tracing::info!(pod = %pod.key(), node = %req.node(), holder = %by, "node locked; will retry");
+                BindResult::Error
+            }
+            Err(node_lock::LockError::Api(e)) => {
+                tracing::warn!(pod = %pod.key(), node = %req.node(), error = %e, "taking the node lock failed; will retry");
+                BindResult::Error
+            }
+        }
     }
 
     /// Leadership and the assumption still hold (checked right before each
@@ -320,4 +431,33 @@ impl Binder {
             }
         }
     }
+}
+
+/// The labels and annotations of the pod patches at the start of
+/// `actions` (stamps resolved to now), and how many actions they are.
+fn merged_patches(actions: &[BindAction]) -> (Vec<(String, String)>, Vec<(String, String)>, usize) {
+    let (mut labels, mut annotations) = (Vec::new(), Vec::new());
+    let mut n = 0;
+    for a in actions {
+        match a {
+            BindAction::PatchPod {
+                labels: l,
+                annotations: an,
+            } => {
+                labels.extend(l.iter().cloned());
+                annotations.extend(an.iter().cloned());
+            }
+            BindAction::StampPod { annotations: keys } => {
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_secs())
+                    .unwrap_or(0)
+                    .to_string();
+                annotations.extend(keys.iter().map(|k| (k.clone(), now.clone())));
+            }
+            _ => break,
+        }
+        n += 1;
+    }
+    (labels, annotations, n)
 }

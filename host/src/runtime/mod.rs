@@ -20,6 +20,7 @@ pub mod events;
 pub mod informer;
 pub mod leader;
 pub mod metrics;
+pub mod node_lock;
 pub mod scheduling;
 pub mod server;
 
@@ -217,6 +218,7 @@ pub async fn run(
         reports: report_tx.clone(),
         concurrency: settings.bind_concurrency,
         delay: opts.bind_delay,
+        gates: Default::default(),
     };
     let binder = tokio::spawn(binder.run(bind_rx));
     let loop_thread = {

@@ -35,6 +35,22 @@ macro_rules! wit_conversions {
             }
         }
 
+        /// The pod's annotations a plugin with `keys` interests reads, with
+        /// the host-provided per-container resources among them.
+        fn annotations(p: &Pod, keys: &Interests) -> Vec<(String, String)> {
+            use wasmsched_shared::hami::request::CONTAINER_RESOURCES as KEY;
+            let mut out = keys.pod_annotations.select(&p.annotations);
+            if let Some(v) = &p.container_resources {
+                if keys.pod_annotations.wants(KEY) {
+                    match out.binary_search_by(|(k, _)| k.as_str().cmp(KEY)) {
+                        Ok(i) => out[i].1 = v.clone(),
+                        Err(i) => out.insert(i, (KEY.to_string(), v.clone())),
+                    }
+                }
+            }
+            out
+        }
+
         /// The pod as a plugin with `keys` interests sees it.
         pub fn pod(p: &Pod, keys: &Interests) -> wit::Pod {
             wit::Pod {
@@ -42,7 +58,7 @@ macro_rules! wit_conversions {
                 namespace: p.namespace.clone(),
                 name: p.name.clone(),
                 labels: keys.pod_labels.select(&p.labels),
-                annotations: keys.pod_annotations.select(&p.annotations),
+                annotations: annotations(p, keys),
                 requests: resources(&p.requests),
                 limits: resources(&p.limits),
                 tolerations: p

@@ -148,6 +148,11 @@ impl N {
         self
     }
 
+    pub fn annotations(mut self, pairs: &[(&str, &str)]) -> Self {
+        self.0["metadata"]["annotations"] = kv(pairs);
+        self
+    }
+
     pub fn build(self) -> Node {
         let k: k8s::Node = serde_json::from_value(self.0).expect("test node JSON");
         Node::from_k8s(&k).expect("test node converts")
