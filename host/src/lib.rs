@@ -5,6 +5,8 @@ pub mod config;
 pub mod deletion_cost;
 pub mod files;
 pub mod framework;
+pub mod gpu_sharing;
+pub mod gpu_sharing_output;
 pub mod manifest;
 pub mod metrics;
 pub mod model;

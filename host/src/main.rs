@@ -234,6 +234,20 @@ struct BenchArgs {
     /// Output format of a single run.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     output: Format,
+    /// The workload: `mixed` (the default), or `fractional`: HAMi nodes
+    /// with 8 shared GPUs each and pods asking for fractions of a GPU,
+    /// through Reserve and PreBind (reports GPUs left whole).
+    #[arg(long, value_enum, default_value_t = Workload::Mixed)]
+    workload: Workload,
+    /// GpuTopology's HAMi policies for `--workload fractional`.
+    #[arg(long, value_enum, default_value_t = wasmsched::bench::fractional::Policies::Default)]
+    policies: wasmsched::bench::fractional::Policies,
+}
+
+#[derive(Copy, Clone, PartialEq, Eq, ValueEnum)]
+enum Workload {
+    Mixed,
+    Fractional,
 }
 
 #[derive(Copy, Clone, ValueEnum)]
@@ -481,8 +495,52 @@ fn print_profiles(path: &Option<PathBuf>) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// `bench --workload fractional`: one run, or with `--all` each policy
+/// set in its own process and the Markdown rows of BENCHMARKS.md.
+fn bench_fractional(a: &BenchArgs) -> Result<ExitCode> {
+    use wasmsched::bench::fractional::{self, FractionalResult, Policies};
+    if !a.all {
+        let r = fractional::run(a.nodes, a.pods, a.seed, a.policies, a.workers)?;
+        match a.output {
+            Format::Json => println!("{}", serde_json::to_string(&r)?),
+            Format::Table => println!(
+                "fractional ({:?}) x{}: {} nodes, {} GPUs, {} pods: {:.0} pods/s, p50 {:.2} ms, p99 {:.2} ms, peak RSS {:.0} MiB; {} scheduled, {} unschedulable; {} GPUs and {} nodes left whole",
+                r.policies, r.workers, r.nodes, r.gpus, r.pods, r.pods_per_second, r.p50_ms, r.p99_ms,
+                r.peak_rss_mib, r.scheduled, r.unschedulable, r.gpus_whole, r.nodes_whole
+            ),
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let exe = std::env::current_exe()?;
+    println!("| policies | nodes x GPUs | pods | workers | pods/s | p50 ms | p99 ms | scheduled | GPUs left whole | nodes left whole | peak RSS MiB |");
+    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    for p in [Policies::Default, Policies::Hami, Policies::Spread] {
+        let name = serde_json::to_value(p)?.as_str().unwrap_or_default().to_string();
+        eprintln!("running the fractional workload with {name} policies...");
+        let out = std::process::Command::new(&exe)
+            .args(["bench", "--workload", "fractional", "--output", "json", "--policies", &name])
+            .args(["--nodes", &a.nodes.to_string(), "--pods", &a.pods.to_string()])
+            .args(["--seed", &a.seed.to_string(), "--workers", &a.workers.to_string()])
+            .stderr(std::process::Stdio::inherit())
+            .output()?;
+        if !out.status.success() {
+            anyhow::bail!("the {name} run failed");
+        }
+        let r: FractionalResult = serde_json::from_slice(&out.stdout)?;
+        println!(
+            "| {name} | {} x 8 | {} | {} | {:.0} | {:.2} | {:.2} | {} | {} of {} | {} of {} | {:.0} |",
+            r.nodes, r.pods, r.workers, r.pods_per_second, r.p50_ms, r.p99_ms, r.scheduled,
+            r.gpus_whole, r.gpus, r.nodes_whole, r.nodes, r.peak_rss_mib
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 fn bench(a: BenchArgs) -> Result<ExitCode> {
     use wasmsched::bench::{self, BenchResult, Scenario};
+    if a.workload == Workload::Fractional {
+        return bench_fractional(&a);
+    }
     if !a.all {
         let spec = bench::Spec {
             nodes: a.nodes,

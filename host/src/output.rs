@@ -11,13 +11,22 @@ pub fn table(report: &Report) -> String {
     let mut t = Table::new();
     t.load_preset(UTF8_BORDERS_ONLY)
         .set_content_arrangement(ContentArrangement::Dynamic);
-    t.set_header(vec!["POD", "NODE", "SCORE"]);
+    let with_gpus = report.scheduled.iter().any(|s| !s.gpus.is_empty());
+    let mut header = vec!["POD", "NODE", "SCORE"];
+    if with_gpus {
+        header.push("GPUS");
+    }
+    t.set_header(header);
     for s in &report.scheduled {
-        t.add_row(vec![
+        let mut row = vec![
             Cell::new(format!("{}/{}", s.namespace, s.pod)),
             Cell::new(&s.node),
             Cell::new(s.score.map_or("-".to_string(), |v| v.to_string())),
-        ]);
+        ];
+        if with_gpus {
+            row.push(Cell::new(crate::gpu_sharing_output::shares(&s.gpus)));
+        }
+        t.add_row(row);
     }
     out.push_str(&format!(
         "Scheduled {} pod(s):\n{t}\n",
@@ -66,6 +75,10 @@ pub fn table(report: &Report) -> String {
             pct(t.cross_region),
             pct(t.unknown)
         ));
+    }
+    if !report.gpu_devices.is_empty() {
+        out.push('\n');
+        out.push_str(&crate::gpu_sharing_output::devices(&report.gpu_devices));
     }
     if let Some(e) = &report.explain {
         out.push('\n');
@@ -141,5 +154,14 @@ pub fn explain(e: &ExplainReport) -> String {
     }
     out.push_str(&t.to_string());
     out.push('\n');
+    if !e.gpus.is_empty() {
+        out.push_str(&format!(
+            "  GPUs: {}\n",
+            crate::gpu_sharing_output::shares(&e.gpus).replace('\n', "; ")
+        ));
+    }
+    if !e.gpu_devices.is_empty() {
+        out.push_str(&crate::gpu_sharing_output::devices(&e.gpu_devices));
+    }
     out
 }

@@ -30,6 +30,9 @@ pub struct ScheduledPod {
     /// skipped then, as upstream).
     pub score: Option<i64>,
     pub profile: String,
+    /// The GPUs the pod got on a HAMi node (`hami.io/vgpu-devices-allocated`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub gpus: Vec<crate::gpu_sharing::GpuShare>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -69,6 +72,9 @@ pub struct Report {
     /// no pod declares peers.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub traffic: Option<Traffic>,
+    /// Every GPU of the HAMi nodes after the run, with what is left on it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub gpu_devices: Vec<crate::gpu_sharing::DeviceReport>,
 }
 
 /// Weighted peer pairs of the final placement, by distance.
@@ -145,6 +151,12 @@ pub struct ExplainReport {
     pub node: Option<String>,
     #[serde(flatten)]
     pub explanation: Explanation,
+    /// The GPUs it got on a HAMi node, and that node's GPUs with the pod
+    /// placed.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub gpus: Vec<crate::gpu_sharing::GpuShare>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub gpu_devices: Vec<crate::gpu_sharing::DeviceReport>,
 }
 
 /// Errors about the request itself (not about pods).
@@ -296,16 +308,26 @@ impl<'a> Simulation<'a> {
         let mut explanation = explaining.then(Explanation::default);
         let attempt = fw.schedule_pod(pod.clone(), &mut self.cache, self.now, explanation.as_mut());
         if let Some(explanation) = explanation {
-            let node = match &attempt {
-                Attempt::Bind(a) => Some(a.placement.node.clone()),
-                _ => None,
+            let (node, gpus) = match &attempt {
+                Attempt::Bind(a) => (
+                    Some(a.placement.node.clone()),
+                    crate::gpu_sharing::pod_gpus(&a.pod),
+                ),
+                _ => (None, Vec::new()),
             };
+            let gpu_devices = node
+                .as_deref()
+                .and_then(|n| self.cache.snapshot.by_name(n))
+                .map(crate::gpu_sharing::node_devices)
+                .unwrap_or_default();
             self.report.explain = Some(ExplainReport {
                 namespace: pod.namespace.clone(),
                 pod: pod.name.clone(),
                 profile: fw.scheduler_name().to_string(),
                 node,
                 explanation,
+                gpus,
+                gpu_devices,
             });
         }
         let profile = fw.scheduler_name().to_string();
@@ -342,6 +364,7 @@ impl<'a> Simulation<'a> {
             node: a.placement.node.clone(),
             score: a.placement.score,
             profile: fw.scheduler_name().to_string(),
+            gpus: crate::gpu_sharing::pod_gpus(&a.pod),
         });
     }
 
@@ -382,6 +405,7 @@ impl<'a> Simulation<'a> {
         }
         self.report.plugin_health = plugin_health(self.scheduler);
         self.report.traffic = traffic(&self.cache.snapshot);
+        self.report.gpu_devices = crate::gpu_sharing::devices(&self.cache.snapshot);
         self.report
     }
 }

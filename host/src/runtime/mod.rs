@@ -17,6 +17,7 @@ pub mod binder;
 
 pub mod client;
 pub mod events;
+pub mod gpu_metrics;
 pub mod informer;
 pub mod leader;
 pub mod metrics;
@@ -175,6 +176,7 @@ pub async fn run(
         start: Instant::now(),
         loop_seen_ms: AtomicU64::new(0),
     });
+    gpu_metrics::register(registry, &shared);
     let identity = opts.identity.clone().unwrap_or_else(default_identity);
     let throttle = client::Throttle::new(settings.qps, settings.burst);
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
