@@ -58,7 +58,7 @@ pub fn service_account_token(ns: &str, name: &str) -> String {
 }
 
 /// A kubeconfig that authenticates as `deploy/`'s ServiceAccount.
-fn service_account_kubeconfig(dir: &Path) -> std::path::PathBuf {
+pub fn service_account_kubeconfig(dir: &Path) -> std::path::PathBuf {
     let token = service_account_token("wasmsched", "wasmsched");
     let admin = std::fs::read_to_string(&env().kubeconfig).unwrap();
     let mut kc: serde_yaml::Value = serde_yaml::from_str(&admin).unwrap();
@@ -155,7 +155,7 @@ fn install_service_monitor_crd(dir: &Path) {
 
 /// A configuration file of `deploy/` with the plugin cache moved to a
 /// writable place, written into `dir`.
-fn runnable_config(source: &Path, dir: &Path) -> std::path::PathBuf {
+pub fn runnable_config(source: &Path, dir: &Path) -> std::path::PathBuf {
     let config = std::fs::read_to_string(source)
         .unwrap()
         .replace("/var/cache/wasmsched", dir.join("cache").to_str().unwrap());
@@ -164,7 +164,7 @@ fn runnable_config(source: &Path, dir: &Path) -> std::path::PathBuf {
     path
 }
 
-fn apply(files: &[std::path::PathBuf]) {
+pub fn apply(files: &[std::path::PathBuf]) {
     for f in files {
         let (ok, out) = kubectl(&["apply", "-f", f.to_str().unwrap()]);
         assert!(ok, "{out}");

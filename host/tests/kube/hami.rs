@@ -569,3 +569,48 @@ async fn a_restarted_scheduler_rebuilds_usage_and_never_overcommits() {
     let used = plugin.ledger.lock().unwrap().used.clone();
     assert_eq!(used.values().map(|u| u.0).sum::<u64>(), 16 * GIB);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_protocol_runs_with_the_gpu_sharing_components_rbac() {
+    use crate::deploy::{apply, kubectl, runnable_config, service_account_kubeconfig};
+    let _g = serial();
+    let client = client().await;
+    reset(&client, &["wasmsched", NS]).await;
+    let _ = kubectl(&["delete", "clusterrolebinding", "wasmsched-gpu-sharing"]);
+    let _ = kubectl(&["delete", "lease", "wasmsched", "-n", "wasmsched"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let deploy = repo().join("deploy");
+    let component = deploy.join("components/gpu-sharing");
+    apply(&[
+        deploy.join("serviceaccount.yaml"),
+        deploy.join("rbac.yaml"),
+        component.join("rbac.yaml"),
+    ]);
+    let config = runnable_config(&component.join("config.yaml"), tmp.path());
+    let sa = service_account_kubeconfig(tmp.path());
+    hami_node(&client, "gpu-a", 2, 16 * GIB, false).await;
+    let plugin = DevicePlugin::start(client.clone(), vec!["gpu-a".into()]);
+    let sched = Scheduler::start(tmp.path(), "rbac-hami", &sa, &["--config", config.to_str().unwrap()]);
+    for i in 0..3 {
+        let p = gpu_pod(&format!("r-{i}"), &[("main", fraction(2048, 10))], None, None);
+        crate::create_pod(&client, p).await;
+    }
+    wait_until("three pods to complete", Duration::from_secs(90), || async {
+        plugin.done().len() == 3
+    })
+    .await;
+    assert_eq!(plugin.violations(), Vec::<String>::new());
+    let logs = sched.logs();
+    assert!(!logs.contains("forbidden"), "a call was refused:\n{logs}");
+    // Without the component's binding the node lock is refused: the pod
+    // is not bound.
+    let (ok, out) = kubectl(&["delete", "clusterrolebinding", "wasmsched-gpu-sharing"]);
+    assert!(ok, "{out}");
+    let p = gpu_pod("refused", &[("main", fraction(2048, 10))], None, None);
+    crate::create_pod(&client, p).await;
+    wait_until("the lock to be refused", Duration::from_secs(90), || async {
+        sched.logs().contains("forbidden")
+    })
+    .await;
+    assert_eq!(pod(&client, "refused").await.spec.unwrap().node_name, None);
+}
