@@ -107,9 +107,12 @@ fn static_check(d: &HamiDemand, dev: &DeviceState) -> Option<Reason> {
     if x.mode == "mig" {
         return Some(Reason::Mig);
     }
-    let kind = x.kind.to_ascii_uppercase();
-    let type_ok = (d.use_types.is_empty() || d.use_types.iter().any(|t| kind.contains(t.as_str())))
-        && !d.nouse_types.iter().any(|t| kind.contains(t.as_str()))
+    let types_ok = || {
+        let kind = x.kind.to_ascii_uppercase();
+        (d.use_types.is_empty() || d.use_types.iter().any(|t| kind.contains(t.as_str())))
+            && !d.nouse_types.iter().any(|t| kind.contains(t.as_str()))
+    };
+    let type_ok = (d.use_types.is_empty() && d.nouse_types.is_empty() || types_ok())
         && d.mode.as_ref().is_none_or(|m| m.contains(x.mode.as_str()));
     if !type_ok {
         return Some(Reason::TypeMismatch);
