@@ -308,7 +308,7 @@ fn main() -> ExitCode {
 fn build_scheduler(
     path: &Option<PathBuf>,
     file: &config::ConfigFile,
-    base: &std::path::Path,
+    base: &Path,
     seed: u64,
 ) -> Result<config::Scheduler> {
     config::build(file, base, seed).map_err(|e| match path {

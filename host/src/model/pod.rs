@@ -172,6 +172,8 @@ impl Pod {
         format!("{}/{}", self.namespace, self.name)
     }
 
+    // Split into steps in the cleanup after the validation work lands.
+    #[allow(clippy::too_many_lines)]
     pub fn from_k8s(pod: &k8s::Pod) -> Result<Self, ModelError> {
         let meta = &pod.metadata;
         let name = meta.name.clone().unwrap_or_default();

@@ -302,7 +302,7 @@ impl WasmPlugin {
     ) -> Result<Option<i32>, PluginFailure> {
         match self.with_instance(snapshot, None, |i| i.deletion_cost(pod, metrics)) {
             Ok(Ok(cost)) => Ok(cost),
-            Ok(Err(reason)) => Err(PluginFailure::new(super::FailureKind::Plugin, reason)),
+            Ok(Err(reason)) => Err(PluginFailure::new(FailureKind::Plugin, reason)),
             Err(f) => Err(f),
         }
     }
