@@ -12,6 +12,7 @@ pub mod pod;
 pub mod quantity;
 pub mod resources;
 pub mod selector;
+pub mod validation;
 
 pub use node::{Node, Taint};
 pub use pod::{Pod, Toleration};
