@@ -173,7 +173,7 @@ fn object_label(kind: &str, obj: &Value) -> String {
 
 pub(crate) fn decode<T: serde::de::DeserializeOwned>(obj: Value) -> Result<T, String> {
     serde_path_to_error::deserialize(obj).map_err(|e| {
-        let path = e.path().to_string();
+        let path = escape::escape(&e.path().to_string()).into_owned();
         format!("{path}: {}", e.into_inner())
     })
 }
@@ -241,10 +241,12 @@ fn file_objects(
         .read(file)
         .map_err(|e| fail(String::new(), e.to_string()))?;
     let docs = yaml::documents(&text, budget.limits()).map_err(|(doc, e)| {
-        fail(
-            format!("document {doc}: "),
-            format!("not valid YAML/JSON: {e}"),
-        )
+        let cause = if e.limit {
+            e.message
+        } else {
+            format!("not valid YAML/JSON: {}", e.message)
+        };
+        fail(format!("document {doc}: "), cause)
     })?;
     let mut out = Vec::new();
     for (doc, value) in docs {

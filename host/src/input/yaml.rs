@@ -8,9 +8,10 @@ use std::borrow::Cow;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use serde_saphyr::budget::BudgetBreach;
-use serde_saphyr::{Error, Location, Options};
+use serde_saphyr::granit_parser::ErrorKind;
+use serde_saphyr::{Error, ExternalMessageSource, Location, Options};
 
-use super::bounded::{with_limit, Bounded};
+use super::bounded::{with_limit, Bounded, EXPANDS_PAST};
 use super::Limits;
 use crate::model::validation::quote;
 
@@ -19,7 +20,8 @@ pub fn options(limits: &Limits) -> Options {
     serde_saphyr::options! {
         budget: serde_saphyr::budget! {
             max_depth: limits.depth,
-            flow_nesting_limit: limits.depth,
+            // Past the depth budget, so that the budget names the cap.
+            flow_nesting_limit: limits.depth.saturating_add(1),
             max_aliases: limits.aliases,
             // The bytes read are capped before parsing: these follow from
             // that cap, and an alias cannot add events.
@@ -47,15 +49,15 @@ struct Position;
 
 impl serde_saphyr::Localizer for Position {
     fn attach_location<'a>(&self, base: Cow<'a, str>, loc: Location) -> Cow<'a, str> {
-        if loc == Location::UNKNOWN {
-            base
-        } else {
-            Cow::Owned(format!(
-                "{base} at line {} column {}",
-                loc.line(),
-                loc.column()
-            ))
-        }
+        Cow::Owned(position(base.into_owned(), Some(loc)))
+    }
+
+    fn alias_defined_at(&self, defined: Location) -> String {
+        position(" (the anchor is".into(), Some(defined)) + ")"
+    }
+
+    fn alias_used_at(&self, used: Location) -> String {
+        position(" (the alias is".into(), Some(used)) + ")"
     }
 }
 
@@ -109,20 +111,33 @@ fn scalar_at(text: &str, loc: Location) -> Option<String> {
     (!s.is_empty()).then(|| s.to_string())
 }
 
-/// One line saying what is wrong and where, naming the cap a breach
-/// crossed.
-fn message(e: &Error, text: &str, limits: &Limits) -> String {
-    let e = e.without_snippet();
-    let base = match e {
-        Error::Budget { breach, .. } => match breach {
-            BudgetBreach::Depth { .. } => {
-                format!("nested deeper than the limit of {} levels", limits.depth)
-            }
-            BudgetBreach::Aliases { .. } => {
-                format!("more than the limit of {} alias uses", limits.aliases)
-            }
-            other => format!("over a parsing limit ({other:?})"),
-        },
+/// The error under alias and snippet wrappers.
+fn original(e: &Error) -> &Error {
+    match e.without_snippet() {
+        Error::AliasError { error, .. } => original(error),
+        other => other,
+    }
+}
+
+/// What a cap says when the parser crossed it.
+fn over_limit(e: &Error, limits: &Limits) -> Option<String> {
+    Some(match original(e) {
+        Error::Budget {
+            breach: BudgetBreach::Depth { .. },
+            ..
+        } => format!("nested deeper than the limit of {} levels", limits.depth),
+        Error::ExternalMessage { source, .. }
+            if matches!(&**source, ExternalMessageSource::Parser(e)
+                if matches!(e.kind(), ErrorKind::RecursionLimitExceeded)) =>
+        {
+            // The scanner counts nesting before the budget sees it.
+            format!("nested deeper than the limit of {} levels", limits.depth)
+        }
+        Error::Budget {
+            breach: BudgetBreach::Aliases { .. },
+            ..
+        } => format!("more than the limit of {} alias uses", limits.aliases),
+        Error::Budget { breach, .. } => format!("over a parsing limit ({breach:?})"),
         Error::AliasReplayLimitExceeded { .. } | Error::AliasExpansionLimitExceeded { .. } => {
             format!(
                 "aliases expand past the limit of {} YAML nodes",
@@ -132,9 +147,34 @@ fn message(e: &Error, text: &str, limits: &Limits) -> String {
         Error::AliasReplayStackDepthExceeded { .. } => {
             format!("aliases nest deeper than the limit of {} levels", limits.depth)
         }
+        _ => return None,
+    })
+}
+
+/// Why a text could not be used, in one line ending with the position.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cause {
+    pub message: String,
+    /// A cap was crossed (the text may be valid YAML).
+    pub limit: bool,
+}
+
+fn message(e: &Error, text: &str, limits: &Limits) -> Cause {
+    let e = e.without_snippet();
+    if let Some(base) = over_limit(e, limits) {
+        return Cause {
+            message: position(base, e.location()),
+            limit: true,
+        };
+    }
+    let base = match e {
         Error::SerdeUnknownField {
             field, expected, ..
-        } => format!("unknown field `{field}`, expected {}", one_of(expected)),
+        } => format!(
+            "unknown field `{}`, expected {}",
+            crate::escape::name(field),
+            one_of(expected)
+        ),
         Error::InvalidScalar { ty, location } => {
             let value = scalar_at(text, *location);
             format!(
@@ -145,13 +185,18 @@ fn message(e: &Error, text: &str, limits: &Limits) -> String {
         }
         other => {
             let formatter = serde_saphyr::DefaultMessageFormatter.with_localizer(&Position);
-            return other.render_with_options(serde_saphyr::render_options! {
+            let message = other.render_with_options(serde_saphyr::render_options! {
                 formatter: &formatter,
                 snippets: serde_saphyr::SnippetMode::Off,
             });
+            let limit = matches!(original(other), Error::Message { msg, .. } if msg.starts_with(EXPANDS_PAST));
+            return Cause { message, limit };
         }
     };
-    position(base, e.location())
+    Cause {
+        message: position(base, e.location()),
+        limit: false,
+    }
 }
 
 /// An error in a typed document: the field path (`.` for the document
@@ -162,27 +207,56 @@ pub struct TypedError {
     pub cause: String,
 }
 
+/// Stack for a parse: nesting to the depth limit takes several MiB in a
+/// debug build, more than a test's or a tokio worker's thread has.
+const PARSE_STACK: usize = 64 << 20;
+
+/// Runs `f` on a thread with [`PARSE_STACK`] (on this one if no thread
+/// can be started).
+fn on_parse_stack<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+    let slot = std::sync::Mutex::new(Some(f));
+    let run = || {
+        let f = slot.lock().unwrap_or_else(|p| p.into_inner()).take();
+        f.map(|f| f())
+    };
+    std::thread::scope(|scope| {
+        match std::thread::Builder::new()
+            .name("yaml".into())
+            .stack_size(PARSE_STACK)
+            .spawn_scoped(scope, run)
+        {
+            Ok(handle) => handle
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+            Err(_) => run(),
+        }
+    })
+    .expect("the parse runs once")
+}
+
 /// Parses one document as `T`, naming the field at fault.
-pub fn typed<T: DeserializeOwned>(text: &str, limits: &Limits) -> Result<T, TypedError> {
-    // Parsed once as a value first: that counts what aliases expand to,
-    // which the typed parse cannot.
-    with_limit(limits.file_bytes, || {
-        serde_saphyr::from_str_with_options::<Option<Bounded>>(text, options(limits))
-    })
-    .map_err(|e| TypedError {
-        path: ".".into(),
-        cause: message(&e, text, limits),
-    })?;
-    let mut path = String::from(".");
-    serde_saphyr::with_deserializer_from_str_with_options(text, options(limits), |de| {
-        serde_path_to_error::deserialize(de).map_err(|e| {
-            path = e.path().to_string();
-            e.into_inner()
+pub fn typed<T: DeserializeOwned + Send>(text: &str, limits: &Limits) -> Result<T, TypedError> {
+    on_parse_stack(|| {
+        // Parsed once as a value first: that counts what aliases expand
+        // to, which the typed parse cannot.
+        with_limit(limits.file_bytes, || {
+            serde_saphyr::from_str_with_options::<Option<Bounded>>(text, options(limits))
         })
-    })
-    .map_err(|e| TypedError {
-        cause: message(&e, text, limits),
-        path,
+        .map_err(|e| TypedError {
+            path: ".".into(),
+            cause: message(&e, text, limits).message,
+        })?;
+        let mut path = String::from(".");
+        serde_saphyr::with_deserializer_from_str_with_options(text, options(limits), |de| {
+            serde_path_to_error::deserialize(de).map_err(|e| {
+                path = crate::escape::escape(&e.path().to_string()).into_owned();
+                e.into_inner()
+            })
+        })
+        .map_err(|e| TypedError {
+            cause: message(&e, text, limits).message,
+            path,
+        })
     })
 }
 
@@ -224,14 +298,16 @@ impl DocumentStarts {
 /// Every non-empty document of a stream, numbered from 1 as `---`
 /// separators count them. On error: the document's number and the
 /// cause.
-pub fn documents(text: &str, limits: &Limits) -> Result<Vec<(usize, Value)>, (usize, String)> {
+pub fn documents(text: &str, limits: &Limits) -> Result<Vec<(usize, Value)>, (usize, Cause)> {
     let starts = DocumentStarts::of(text);
-    let docs: Vec<serde_saphyr::Spanned<Bounded>> = with_limit(limits.file_bytes, || {
-        serde_saphyr::from_multiple_with_options(text, options(limits))
-    })
-    .map_err(|e| {
-        let line = e.location().map_or(0, |l| l.line());
-        (starts.number(line), message(&e, text, limits))
+    let docs: Vec<serde_saphyr::Spanned<Bounded>> = on_parse_stack(|| {
+        with_limit(limits.file_bytes, || {
+            serde_saphyr::from_multiple_with_options(text, options(limits))
+        })
+        .map_err(|e| {
+            let line = e.location().map_or(0, |l| l.line());
+            (starts.number(line), message(&e, text, limits))
+        })
     })?;
     Ok(docs
         .into_iter()
@@ -258,9 +334,10 @@ mod tests {
 
     #[test]
     fn errors_name_the_document_and_position() {
-        let (doc, msg) = documents("a: 1\n---\nb: [1,\n", &Limits::DEFAULT).unwrap_err();
-        assert_eq!(doc, 2, "{msg}");
-        assert!(msg.contains(" at line "), "{msg}");
+        let (doc, cause) = documents("a: 1\n---\nb: [1,\n", &Limits::DEFAULT).unwrap_err();
+        assert_eq!(doc, 2, "{cause:?}");
+        assert!(cause.message.contains(" at line 3 column "), "{cause:?}");
+        assert!(!cause.limit);
     }
 
     #[test]
