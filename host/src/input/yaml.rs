@@ -30,6 +30,10 @@ pub fn options(limits: &Limits) -> Options {
             max_documents: usize::MAX,
             max_total_scalar_bytes: usize::MAX,
             max_anchors: usize::MAX,
+            // What anchors hold, copied for later aliases, counts as
+            // expansion too (an anchor can hold aliases).
+            max_recorded_anchor_events: limits.alias_expansion,
+            max_recorded_anchor_bytes: usize::try_from(limits.file_bytes).unwrap_or(usize::MAX),
             max_reader_input_bytes: None,
             // Many uses of one anchor are legitimate; the expansion cap
             // below is what bounds them.
@@ -137,8 +141,19 @@ fn over_limit(e: &Error, limits: &Limits) -> Option<String> {
             breach: BudgetBreach::Aliases { .. },
             ..
         } => format!("more than the limit of {} alias uses", limits.aliases),
-        Error::Budget { breach, .. } => format!("over a parsing limit ({breach:?})"),
-        Error::AliasReplayLimitExceeded { .. } | Error::AliasExpansionLimitExceeded { .. } => {
+        Error::Budget {
+            breach: BudgetBreach::RecordedAnchorBytes { .. },
+            ..
+        } => format!(
+            "anchors hold more than the limit of {} on one file",
+            super::bytes(limits.file_bytes)
+        ),
+        Error::AliasReplayLimitExceeded { .. }
+        | Error::AliasExpansionLimitExceeded { .. }
+        | Error::Budget {
+            breach: BudgetBreach::RecordedAnchorEvents { .. },
+            ..
+        } => {
             format!(
                 "aliases expand past the limit of {} YAML nodes",
                 limits.alias_expansion
@@ -147,6 +162,7 @@ fn over_limit(e: &Error, limits: &Limits) -> Option<String> {
         Error::AliasReplayStackDepthExceeded { .. } => {
             format!("aliases nest deeper than the limit of {} levels", limits.depth)
         }
+        Error::Budget { breach, .. } => format!("over a parsing limit ({breach:?})"),
         _ => return None,
     })
 }
