@@ -46,7 +46,13 @@ pub fn load_within(paths: &[PathBuf], limits: &Limits) -> Result<Manifests, Mani
     let mut seen_pods: HashMap<String, String> = HashMap::new();
     let mut budget = ReadBudget::new(*limits);
     for file in files(paths)? {
-        load_file(&file, &mut budget, &mut out, &mut seen_nodes, &mut seen_pods)?;
+        load_file(
+            &file,
+            &mut budget,
+            &mut out,
+            &mut seen_nodes,
+            &mut seen_pods,
+        )?;
     }
     Ok(out)
 }
@@ -163,7 +169,10 @@ fn object_label(kind: &str, obj: &Value) -> String {
         .and_then(Value::as_str)
         .unwrap_or("<unnamed>");
     let kind = escape::name(kind);
-    match meta.and_then(|m| m.get("namespace")).and_then(Value::as_str) {
+    match meta
+        .and_then(|m| m.get("namespace"))
+        .and_then(Value::as_str)
+    {
         Some(ns) if kind == "Pod" => {
             format!("{kind} {}/{}", escape::name(ns), escape::name(name))
         }

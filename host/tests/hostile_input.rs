@@ -108,7 +108,9 @@ fn alias_bomb_of_many_small_nodes_is_refused_at_the_cap() {
         let refs = vec![format!("*a{}", i - 1); 10].join(", ");
         text.push_str(&format!("a{i}: &a{i} [{refs}]\n"));
     }
-    text.push_str("kind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: main, image: x, args: *a8}]}\n");
+    text.push_str(
+        "kind: Pod\nmetadata: {name: p}\nspec: {containers: [{name: main, image: x, args: *a8}]}\n",
+    );
     std::fs::write(&f, text).unwrap();
     let e = manifest::load(std::slice::from_ref(&f)).unwrap_err();
     assert_eq!(e.location, "document 1: ");
@@ -216,8 +218,10 @@ fn fifo_in_a_manifest_directory_is_skipped_with_a_warning() {
     ]);
     assert!(o.success, "{}", o.stderr);
     assert!(
-        o.stderr
-            .contains(&format!("{}: skipped: a FIFO, not a regular file", fifo.display())),
+        o.stderr.contains(&format!(
+            "{}: skipped: a FIFO, not a regular file",
+            fifo.display()
+        )),
         "{}",
         o.stderr
     );
@@ -249,12 +253,7 @@ fn symlink_loop_in_a_manifest_directory_is_skipped_with_a_warning() {
     std::os::unix::fs::symlink(&root, &link).unwrap();
     // Before: the walk went round the loop until the kernel refused the
     // path, loading nodes.yaml again on every turn.
-    let o = wasmsched_unless_blocked(&[
-        "simulate",
-        &s(&root),
-        "--config",
-        &native_config_file(),
-    ]);
+    let o = wasmsched_unless_blocked(&["simulate", &s(&root), "--config", &native_config_file()]);
     assert!(o.success, "{}", o.stderr);
     assert!(
         o.stderr.contains(&format!(
@@ -349,7 +348,11 @@ fn a_node_with_allocatable_pods_zero_takes_no_pod() {
         .as_object_mut()
         .unwrap()
         .remove("pods");
-    let r = common::simulate(&scheduler, vec![unstated.build()], vec![PodB::new("p").build()]);
+    let r = common::simulate(
+        &scheduler,
+        vec![unstated.build()],
+        vec![PodB::new("p").build()],
+    );
     assert_eq!(placements(&r)["default/p"], "unstated");
 }
 
@@ -413,8 +416,10 @@ fn names_label_keys_and_values_are_checked_as_the_api_server_does() {
         .starts_with("metadata.namespace: \"a.b\" is not a lowercase RFC 1123 label"));
     assert!(node_error(NodeB::new("n").label("k", &"v".repeat(64)).0)
         .starts_with("metadata.labels.k: \"vvvvv"));
-    assert!(node_error(NodeB::new("n").taint("bad/key/x", "v", "NoSchedule").0)
-        .starts_with("spec.taints[0].key: \"bad/key/x\" is not a qualified name"));
+    assert!(
+        node_error(NodeB::new("n").taint("bad/key/x", "v", "NoSchedule").0)
+            .starts_with("spec.taints[0].key: \"bad/key/x\" is not a qualified name")
+    );
     // Valid keys with prefixes and the longest values are accepted.
     NodeB::new("n")
         .label("example.com/Some_Key.1", &"v".repeat(63))
@@ -427,12 +432,20 @@ fn parallelism_beyond_the_cap_is_refused_in_one_line() {
     let c = dir.path().join("scheduler.yaml");
     let run = |text: &str| {
         std::fs::write(&c, text).unwrap();
-        wasmsched(&["simulate", &s(&fixtures().join("one-node.yaml")), "--config", &s(&c)])
+        wasmsched(&[
+            "simulate",
+            &s(&fixtures().join("one-node.yaml")),
+            "--config",
+            &s(&c),
+        ])
     };
     let line = assert_one_line_error(&run("parallelism: 100000\n"), &[]);
     assert_eq!(
         line,
-        format!("error: config {}: parallelism: must be at most 1024, got 100000", c.display())
+        format!(
+            "error: config {}: parallelism: must be at most 1024, got 100000",
+            c.display()
+        )
     );
     // Before: a thread pool of a trillion threads, aborting with a
     // backtrace.
@@ -446,7 +459,10 @@ fn parallelism_beyond_the_cap_is_refused_in_one_line() {
         &["parallelism: must be at most 1024, got 1000000000000"],
     );
     let e = config::parse("bindConcurrency: 4294967296\n").unwrap_err();
-    assert_eq!(e.to_string(), "bindConcurrency: must be at most 1024, got 4294967296");
+    assert_eq!(
+        e.to_string(),
+        "bindConcurrency: must be at most 1024, got 4294967296"
+    );
 }
 
 // ------------------------------------------------------ output injection
@@ -491,10 +507,15 @@ fn tables_escape_what_they_print() {
     };
     let table = output::table(&report);
     assert!(
-        table.contains("  default/p\\u{1b}]0;title\\u{7}: 0/1 nodes are available: 1 plugin says\\nSUCCESS\n"),
+        table.contains(
+            "  default/p\\u{1b}]0;title\\u{7}: 0/1 nodes are available: 1 plugin says\\nSUCCESS\n"
+        ),
         "{table}"
     );
-    assert!(!table.chars().any(|c| c.is_control() && c != '\n'), "{table:?}");
+    assert!(
+        !table.chars().any(|c| c.is_control() && c != '\n'),
+        "{table:?}"
+    );
     // Valid names print as they are.
     let plain = Report {
         unschedulable: vec![UnschedulablePod {

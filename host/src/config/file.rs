@@ -24,7 +24,11 @@ pub const MAX_BIND_CONCURRENCY: usize = 1024;
 /// when the profiles are built.
 pub fn check(file: &ConfigFile) -> Result<(), ConfigError> {
     at_most("parallelism", file.parallelism, MAX_PARALLELISM)?;
-    at_most("bindConcurrency", file.bind_concurrency, MAX_BIND_CONCURRENCY)
+    at_most(
+        "bindConcurrency",
+        file.bind_concurrency,
+        MAX_BIND_CONCURRENCY,
+    )
 }
 
 fn at_most(field: &str, value: Option<usize>, max: usize) -> Result<(), ConfigError> {

@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use thiserror::Error;
 
-use crate::input::{self, ReadBudget};
 use crate::framework::{FilterEntry, Framework, Profile, ScoreEntry, WeightedScore};
+use crate::input::{self, ReadBudget};
 use crate::plugins;
 use crate::wasm::{
     builtin, DiskCache, FailurePolicy, Limits, PluginModule, WasmPlugin, WasmSettings,

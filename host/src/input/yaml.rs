@@ -98,7 +98,9 @@ fn type_words(ty: &str) -> &str {
 /// The scalar written at `loc` in `text`, for an error that does not
 /// quote it: up to a comment, a flow separator or the end of the line.
 fn scalar_at(text: &str, loc: Location) -> Option<String> {
-    let line = text.lines().nth(usize::try_from(loc.line()).ok()?.checked_sub(1)?)?;
+    let line = text
+        .lines()
+        .nth(usize::try_from(loc.line()).ok()?.checked_sub(1)?)?;
     let skip = usize::try_from(loc.column()).ok()?.checked_sub(1)?;
     let rest: String = line.chars().skip(skip).collect();
     let end = [" #", ",", "]", "}"]
@@ -160,7 +162,10 @@ fn over_limit(e: &Error, limits: &Limits) -> Option<String> {
             )
         }
         Error::AliasReplayStackDepthExceeded { .. } => {
-            format!("aliases nest deeper than the limit of {} levels", limits.depth)
+            format!(
+                "aliases nest deeper than the limit of {} levels",
+                limits.depth
+            )
         }
         Error::Budget { breach, .. } => format!("over a parsing limit ({breach:?})"),
         _ => return None,
@@ -337,7 +342,8 @@ mod tests {
 
     #[test]
     fn documents_are_numbered_as_separators_count_them() {
-        let text = "# head\n---\n---\n# only a comment\n---\nkind: A\n...\nkind: B\n--- {kind: C}\n";
+        let text =
+            "# head\n---\n---\n# only a comment\n---\nkind: A\n...\nkind: B\n--- {kind: C}\n";
         let docs = documents(text, &Limits::DEFAULT).unwrap();
         let numbers: Vec<(usize, &str)> = docs
             .iter()
@@ -359,6 +365,9 @@ mod tests {
     #[test]
     fn yes_and_on_stay_strings() {
         let docs = documents("a: yes\nb: on\nc: true\n", &Limits::DEFAULT).unwrap();
-        assert_eq!(docs[0].1, serde_json::json!({"a": "yes", "b": "on", "c": true}));
+        assert_eq!(
+            docs[0].1,
+            serde_json::json!({"a": "yes", "b": "on", "c": true})
+        );
     }
 }

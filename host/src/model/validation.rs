@@ -128,7 +128,10 @@ pub fn resources(list: Option<&BTreeMap<String, Quantity>>, path: &str) -> Resul
         }
         .map_err(|e| (field(), e.to_string()))?;
         if v < 0 {
-            return Err((field(), format!("must not be negative, got {}", quote(&q.0))));
+            return Err((
+                field(),
+                format!("must not be negative, got {}", quote(&q.0)),
+            ));
         }
     }
     Ok(())
@@ -139,7 +142,10 @@ fn port(p: i32, field: String) -> Result<(), Invalid> {
     if (1..=65535).contains(&p) {
         return Ok(());
     }
-    Err((field, format!("must be between 1 and 65535, inclusive, got {p}")))
+    Err((
+        field,
+        format!("must be between 1 and 65535, inclusive, got {p}"),
+    ))
 }
 
 fn container(c: &k8s::Container, path: &str) -> Result<(), Invalid> {
@@ -237,10 +243,7 @@ pub fn node(node: &k8s::Node) -> Result<(), Invalid> {
             .map_err(|c| (format!("{path}.value"), c))?;
     }
     let status = node.status.as_ref();
-    resources(
-        status.and_then(|s| s.capacity.as_ref()),
-        "status.capacity",
-    )?;
+    resources(status.and_then(|s| s.capacity.as_ref()), "status.capacity")?;
     resources(
         status.and_then(|s| s.allocatable.as_ref()),
         "status.allocatable",
@@ -256,7 +259,16 @@ mod tests {
         for ok in ["a", "web-1", "node-1.example.com", &"a".repeat(253)] {
             assert!(dns_subdomain(ok).is_ok(), "{ok}");
         }
-        for bad in ["", "Web", "web_1", "-a", "a.", "a..b", "a\nb", &"a".repeat(254)] {
+        for bad in [
+            "",
+            "Web",
+            "web_1",
+            "-a",
+            "a.",
+            "a..b",
+            "a\nb",
+            &"a".repeat(254),
+        ] {
             assert!(dns_subdomain(bad).is_err(), "{bad:?}");
         }
         assert!(dns_label("kube-system").is_ok());
@@ -267,10 +279,24 @@ mod tests {
 
     #[test]
     fn label_keys_and_values() {
-        for ok in ["app", "App_1.x", "example.com/gpu", "kubernetes.io/hostname"] {
+        for ok in [
+            "app",
+            "App_1.x",
+            "example.com/gpu",
+            "kubernetes.io/hostname",
+        ] {
             assert!(qualified_name(ok).is_ok(), "{ok}");
         }
-        for bad in ["", "/a", "a/", "a/b/c", "Ex.com/a", "-a", "a b", "a\u{1b}[0m"] {
+        for bad in [
+            "",
+            "/a",
+            "a/",
+            "a/b/c",
+            "Ex.com/a",
+            "-a",
+            "a b",
+            "a\u{1b}[0m",
+        ] {
             assert!(qualified_name(bad).is_err(), "{bad:?}");
         }
         for ok in ["", "v", "V_1.2-x"] {
@@ -285,6 +311,9 @@ mod tests {
     fn quotes_escape_and_clip() {
         assert_eq!(quote("a\nb"), "\"a\\nb\"");
         let long = quote(&"x".repeat(10_000));
-        assert!(long.len() < 120 && long.ends_with("... (10000 bytes)"), "{long}");
+        assert!(
+            long.len() < 120 && long.ends_with("... (10000 bytes)"),
+            "{long}"
+        );
     }
 }

@@ -4,6 +4,7 @@
 #[path = "../../sdk/tests/support/fuzz.rs"]
 mod fuzz;
 
+#[rustfmt::skip]
 const KEYS: &[&str] = &[
     "traffic", "connections", "warmUp", "warmUpSeconds", "warmUpCost", "tiers", "tierLabel",
     "cap",

@@ -4,6 +4,7 @@
 #[path = "../../sdk/tests/support/fuzz.rs"]
 mod fuzz;
 
+#[rustfmt::skip]
 const KEYS: &[&str] = &[
     "policy", "fitWeight", "utilizationWeight", "unknownUtilization", "utilizationAnnotation",
     "utilizationMetric", "modelAliases", "modelMatching", "topologyPenalty", "fractional",

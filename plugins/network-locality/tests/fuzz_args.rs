@@ -4,6 +4,7 @@
 #[path = "../../sdk/tests/support/fuzz.rs"]
 mod fuzz;
 
+#[rustfmt::skip]
 const KEYS: &[&str] = &[
     "costs", "zoneCosts", "sameNode", "sameZone", "sameRegion", "crossRegion", "unknown",
     "zone-a", "zone-b",

@@ -24,6 +24,7 @@ pub fn runner() -> TestRunner {
     })
 }
 
+#[rustfmt::skip]
 const WORDS: &[&str] = &[
     "", "0", "-1", "1", "100", "1000", "1e3", "binpack", "spread", "origin", "tokens", "exact",
     "true", "null", "A100", "nvidia-a100", "gpu.nvidia.com/model", "tier", "zone", "\u{0}",
@@ -44,7 +45,8 @@ fn scalar() -> impl Strategy<Value = Value> {
 }
 
 fn value(keys: &'static [&'static str]) -> impl Strategy<Value = Value> {
-    let key = prop_oneof![4 => prop::sample::select(keys).prop_map(str::to_string), 1 => "\\PC{0,6}"];
+    let key =
+        prop_oneof![4 => prop::sample::select(keys).prop_map(str::to_string), 1 => "\\PC{0,6}"];
     scalar().prop_recursive(4, 32, 5, move |inner| {
         prop_oneof![
             prop::collection::vec(inner.clone(), 0..5).prop_map(Value::Array),
