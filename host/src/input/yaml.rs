@@ -44,6 +44,9 @@ pub fn options(limits: &Limits) -> Options {
         },
         // YAML 1.2, as before: `yes`, `on` are strings.
         strict_booleans: true,
+        // As before: `name:` into a string field is "" (then checked as
+        // any empty value), not a type error.
+        null_as_string: true,
         with_snippet: false,
     }
 }
@@ -360,6 +363,13 @@ mod tests {
         assert_eq!(doc, 2, "{cause:?}");
         assert!(cause.message.contains(" at line 3 column "), "{cause:?}");
         assert!(!cause.limit);
+    }
+
+    #[test]
+    fn an_empty_string_field_is_empty() {
+        let file: crate::config::ConfigFile =
+            typed("profiles:\n- schedulerName:\n", &Limits::DEFAULT).unwrap();
+        assert_eq!(file.profiles[0].scheduler_name, "");
     }
 
     #[test]
