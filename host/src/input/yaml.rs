@@ -305,7 +305,11 @@ impl DocumentStarts {
                 open = true;
             } else if marker("...") {
                 open = false;
-            } else if !open && !line.trim().is_empty() && !line.starts_with(['#', '%']) {
+            } else if !open
+                && !line.trim().is_empty()
+                && !line.trim_start().starts_with('#')
+                && !line.starts_with('%')
+            {
                 starts.push(i as u64 + 1);
                 open = true;
             }
@@ -346,7 +350,7 @@ mod tests {
     #[test]
     fn documents_are_numbered_as_separators_count_them() {
         let text =
-            "# head\n---\n---\n# only a comment\n---\nkind: A\n...\nkind: B\n--- {kind: C}\n";
+            "  # head\n---\n---\n# only a comment\n---\nkind: A\n...\nkind: B\n--- {kind: C}\n";
         let docs = documents(text, &Limits::DEFAULT).unwrap();
         let numbers: Vec<(usize, &str)> = docs
             .iter()
