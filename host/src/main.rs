@@ -294,6 +294,8 @@ fn main() -> ExitCode {
         )
         .fmt_fields(escaped_fields())
         .with_writer(std::io::stderr)
+        // Colours only for a person at a terminal, not in files and pipes.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     match run(cli.command) {
         Ok(code) => code,
