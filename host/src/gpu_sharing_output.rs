@@ -4,12 +4,13 @@ use std::collections::BTreeMap;
 
 use comfy_table::{presets::UTF8_BORDERS_ONLY, Cell, ContentArrangement, Table};
 
+use crate::escape::{name, Escaped};
 use crate::gpu_sharing::{DeviceReport, GpuShare};
 
 /// A pod's vGPUs, one per line: `GPU-x 3000 MiB 30%`.
 pub fn shares(gpus: &[GpuShare]) -> String {
     gpus.iter()
-        .map(|g| format!("{} {} MiB {}%", g.uuid, g.memory_mib, g.cores))
+        .map(|g| format!("{} {} MiB {}%", name(&g.uuid), g.memory_mib, g.cores))
         .collect::<Vec<_>>()
         .join("\n")
 }
@@ -30,8 +31,8 @@ pub fn devices(devices: &[DeviceReport]) -> String {
             continue;
         }
         t.add_row(vec![
-            Cell::new(&d.node),
-            Cell::new(format!("{} ({})", d.uuid, d.index)),
+            Cell::new(Escaped(&d.node).to_string()),
+            Cell::new(format!("{} ({})", name(&d.uuid), d.index)),
             Cell::new(format!("{} / {} MiB", d.memory_free_mib, d.memory_mib)),
             Cell::new(format!("{} / {}%", d.cores_free, d.cores)),
             Cell::new(format!("{} / {}", d.vgpus, d.vgpus_max)),

@@ -3,10 +3,11 @@
 pub mod bench;
 pub mod config;
 pub mod deletion_cost;
-pub mod files;
+pub mod escape;
 pub mod framework;
 pub mod gpu_sharing;
 pub mod gpu_sharing_output;
+pub mod input;
 pub mod manifest;
 pub mod metrics;
 pub mod model;

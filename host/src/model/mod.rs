@@ -11,6 +11,7 @@ pub mod pod;
 pub use wasmsched_shared::quantity;
 pub mod resources;
 pub mod selector;
+pub mod validation;
 
 pub use node::{Node, Taint};
 pub use pod::{Pod, Toleration};

@@ -8,7 +8,8 @@ use k8s_openapi::api::core::v1 as k8s;
 use super::node::Taint;
 use super::resources::{Resources, CPU, DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST, MEMORY};
 use super::selector::{LabelSelector, NodeSelectorTerm};
-use super::{ModelError, TaintEffect};
+use super::{validation, ModelError, TaintEffect};
+use crate::escape;
 
 /// How a toleration compares values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -177,19 +178,19 @@ impl Pod {
         format!("{}/{}", self.namespace, self.name)
     }
 
+    // Split into steps in the cleanup after the validation work lands.
+    #[allow(clippy::too_many_lines)]
     pub fn from_k8s(pod: &k8s::Pod) -> Result<Self, ModelError> {
         let meta = &pod.metadata;
         let name = meta.name.clone().unwrap_or_default();
         let namespace = meta.namespace.clone().unwrap_or_else(|| "default".into());
-        let object = format!("Pod {namespace}/{name}");
+        let object = format!("Pod {}/{}", escape::name(&namespace), escape::name(&name));
         let err = |field: &str, cause: String| ModelError {
             object: object.clone(),
             field: field.to_string(),
             cause,
         };
-        if name.is_empty() {
-            return Err(err("metadata.name", "missing".into()));
-        }
+        validation::pod(pod).map_err(|(field, cause)| err(&field, cause))?;
         let Some(spec) = pod.spec.as_ref() else {
             return Err(err("spec", "missing".into()));
         };
@@ -215,14 +216,6 @@ impl Pod {
                 for (k, v) in limits.iter() {
                     if !r_has(&c.resources, k) {
                         requests.set(k, v);
-                    }
-                }
-                for (k, v) in requests.iter() {
-                    if v < 0 {
-                        return Err(err(
-                            &format!("{path}.resources.requests.{k}"),
-                            "must not be negative".into(),
-                        ));
                     }
                 }
                 Ok((requests, limits))

@@ -143,6 +143,8 @@ fn default_identity() -> String {
 ///
 /// `deletion_cost`: the deletion-cost controller's configuration, if the
 /// file has a `deletionCost` section; the controller runs on the leader.
+// Split into steps once the watches the new extension points need landed.
+#[allow(clippy::too_many_lines)]
 pub async fn run(
     scheduler: Arc<Scheduler>,
     file: &ConfigFile,
