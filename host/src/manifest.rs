@@ -1,6 +1,7 @@
-//! Reads Nodes and Pods from YAML or JSON files and directories, as
-//! `kubectl get -o yaml` prints them: single objects, multi-document YAML,
-//! and `List` objects. Other kinds are skipped.
+//! Reads Nodes and Pods (and the volume objects: PersistentVolumes,
+//! claims, StorageClasses, CSINodes) from YAML or JSON files and
+//! directories, as `kubectl get -o yaml` prints them: single objects,
+//! multi-document YAML, and `List` objects. Other kinds are skipped.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -25,6 +26,8 @@ pub struct ManifestError {
 pub struct Manifests {
     pub nodes: Vec<Node>,
     pub pods: Vec<Pod>,
+    /// PersistentVolumes, claims, StorageClasses and CSINodes.
+    pub volumes: crate::framework::volumes::VolumeManifests,
     /// Kinds skipped, with counts (reported at debug level).
     pub skipped: HashMap<String, usize>,
 }
@@ -126,6 +129,17 @@ fn load_file(
                 }
                 out.pods.push(p);
             }
+            k if crate::framework::volumes::manifest::KINDS.contains(&k) => {
+                use crate::framework::volumes::RawVolume;
+                let raw = match k {
+                    "PersistentVolume" => decode(obj).map(RawVolume::Pv),
+                    "PersistentVolumeClaim" => decode(obj).map(RawVolume::Pvc),
+                    "StorageClass" => decode(obj).map(RawVolume::Class),
+                    _ => decode(obj).map(RawVolume::CsiNode),
+                }
+                .map_err(|c| fail(at.clone(), c))?;
+                out.volumes.add(raw, here).map_err(|c| fail(at, c))?;
+            }
             other => *out.skipped.entry(other.to_string()).or_insert(0) += 1,
         }
     }
@@ -181,7 +195,9 @@ fn object_label(kind: &str, obj: &serde_yaml::Value) -> String {
         .and_then(|m| m.get("namespace"))
         .and_then(|n| n.as_str())
     {
-        Some(ns) if kind == "Pod" => format!("{kind} {ns}/{name}"),
+        Some(ns) if kind == "Pod" || kind == "PersistentVolumeClaim" => {
+            format!("{kind} {ns}/{name}")
+        }
         _ => format!("{kind} {name}"),
     }
 }
