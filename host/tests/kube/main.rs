@@ -12,6 +12,7 @@ mod differential;
 mod env;
 mod faults;
 mod serving;
+mod volumes;
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;

@@ -63,10 +63,12 @@ impl FilterPlugin for VolumeZone {
                     );
                 }
                 match store.class(&pvc.class) {
-                    None => return error(format!(
+                    None => {
+                        return error(format!(
                         "StorageClass {:?} claimed by PersistentVolumeClaim {claim:?} not found",
                         pvc.class
-                    )),
+                    ))
+                    }
                     Some(c) if c.binding_mode == BindingMode::WaitForFirstConsumer => continue,
                     Some(_) => return error("PersistentVolume had no name".into()),
                 }
