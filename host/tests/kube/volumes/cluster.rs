@@ -21,12 +21,13 @@ pub enum Outcome {
     Unschedulable(String),
 }
 
-/// Removes everything the volume scenarios create (finalizers included:
-/// no protection controller runs), and every node and pod.
-pub async fn reset_volumes(client: &Client) {
-    reset(client, &[NS]).await;
+/// Removes every node and pod, the claims in `ns`, and every PV,
+/// StorageClass and CSINode (finalizers included: no protection
+/// controller runs).
+pub async fn reset_volumes(client: &Client, ns: &str) {
+    reset(client, &[ns]).await;
     let strip = json!({"metadata": {"finalizers": null}});
-    let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), NS);
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), ns);
     let pvs: Api<PersistentVolume> = Api::all(client.clone());
     for c in claims.list(&ListParams::default()).await.unwrap() {
         let name = c.metadata.name.unwrap();
@@ -91,8 +92,14 @@ pub async fn set_up(client: &Client, s: &Scenario) {
     for o in &s.objects {
         create(client, o).await;
     }
+    wait_for_pv_controller(client, NS, &s.bound_first).await;
+}
+
+/// Waits until the PV controller has seen every PV (`Available` or
+/// `Bound`) and bound the claims `bound_first` of `ns`.
+pub async fn wait_for_pv_controller(client: &Client, ns: &str, bound_first: &[&str]) {
     let pvs: Api<PersistentVolume> = Api::all(client.clone());
-    let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), NS);
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), ns);
     wait_until("the PV controller", Duration::from_secs(60), || async {
         let pv_ready = pvs.list(&ListParams::default()).await.is_ok_and(|l| {
             l.items.iter().all(|p| {
@@ -101,7 +108,7 @@ pub async fn set_up(client: &Client, s: &Scenario) {
             })
         });
         let mut bound = true;
-        for c in &s.bound_first {
+        for c in bound_first {
             bound &= claims
                 .get(c)
                 .await

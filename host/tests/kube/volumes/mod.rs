@@ -8,7 +8,7 @@
 //! only one is right, and after each run every PV bound to at most one
 //! claim and every scheduled pod's claims bound to PVs its node may use.
 
-mod cluster;
+pub mod cluster;
 mod provisioner;
 mod scenarios;
 
@@ -54,11 +54,11 @@ impl Drop for Running {
     }
 }
 
-/// The PV controller for the duration of the test.
-struct ControllerManager;
+/// The PV controller for the duration of a test.
+pub struct ControllerManager;
 
 impl ControllerManager {
-    fn start() -> Self {
+    pub fn start() -> Self {
         test_servers("start-controller-manager");
         Self
     }
@@ -124,7 +124,7 @@ struct Run {
 }
 
 async fn run(client: &Client, s: &Scenario, which: Which, dir: &Path) -> Run {
-    cluster::reset_volumes(client).await;
+    cluster::reset_volumes(client, scenarios::NS).await;
     cluster::set_up(client, s).await;
     let sched = start(which, dir);
     let provisioner = tokio::spawn(provisioner::run(client.clone()));
@@ -206,7 +206,7 @@ async fn volume_scheduling_matches_kube_scheduler_1_20() {
             ));
         }
     }
-    cluster::reset_volumes(&client).await;
+    cluster::reset_volumes(&client, scenarios::NS).await;
     assert!(differences.is_empty(), "{}", differences.join("\n"));
     // One pod per scenario cannot fit (two in the missing-class one).
     assert_eq!(unschedulable, 7, "unschedulable pods under kube-scheduler");
