@@ -132,10 +132,10 @@ fn load_file(
             k if crate::framework::volumes::manifest::KINDS.contains(&k) => {
                 use crate::framework::volumes::RawVolume;
                 let raw = match k {
-                    "PersistentVolume" => decode(obj).map(RawVolume::Pv),
-                    "PersistentVolumeClaim" => decode(obj).map(RawVolume::Pvc),
-                    "StorageClass" => decode(obj).map(RawVolume::Class),
-                    _ => decode(obj).map(RawVolume::CsiNode),
+                    "PersistentVolume" => decode(obj).map(|o| RawVolume::Pv(Box::new(o))),
+                    "PersistentVolumeClaim" => decode(obj).map(|o| RawVolume::Pvc(Box::new(o))),
+                    "StorageClass" => decode(obj).map(|o| RawVolume::Class(Box::new(o))),
+                    _ => decode(obj).map(|o| RawVolume::CsiNode(Box::new(o))),
                 }
                 .map_err(|c| fail(at.clone(), c))?;
                 out.volumes.add(raw, here).map_err(|c| fail(at, c))?;

@@ -9,13 +9,14 @@ use k8s_openapi::api::storage::v1 as storage;
 use super::store::VolumeObject;
 use crate::model::volume::{CsiNode, PersistentVolume, PersistentVolumeClaim, StorageClass};
 
-/// A decoded volume object, not yet validated.
+/// A decoded volume object, not yet validated (boxed: the API types are
+/// large).
 #[derive(Debug, Clone)]
 pub enum RawVolume {
-    Pv(k8s::PersistentVolume),
-    Pvc(k8s::PersistentVolumeClaim),
-    Class(storage::StorageClass),
-    CsiNode(storage::CSINode),
+    Pv(Box<k8s::PersistentVolume>),
+    Pvc(Box<k8s::PersistentVolumeClaim>),
+    Class(Box<storage::StorageClass>),
+    CsiNode(Box<storage::CSINode>),
 }
 
 /// The kinds [`VolumeManifests`] reads.
