@@ -4,7 +4,7 @@
 //! node offers them (the smallest that fits), which claims are to be
 //! provisioned there, and the assumption of that choice.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 use crate::framework::volumes::VolumeStore;
@@ -34,6 +34,9 @@ pub struct PodClaims {
     pub to_bind: Vec<Arc<PersistentVolumeClaim>>,
     /// Unbound, otherwise: the PV controller binds them, the pod waits.
     pub immediate: Vec<Arc<PersistentVolumeClaim>>,
+    /// The PVs (as assumed) of the classes of `to_bind`, by class: read
+    /// once per cycle rather than once per node (upstream's class index).
+    pub pvs: BTreeMap<String, Vec<Arc<PersistentVolume>>>,
 }
 
 /// What binding the pod's volumes on one node takes (upstream's
@@ -64,6 +67,12 @@ pub fn pod_claims(store: &VolumeStore, pod: &Pod) -> Result<PodClaims, BinderErr
             out.to_bind.push(pvc);
         } else {
             out.immediate.push(pvc);
+        }
+    }
+    for c in &out.to_bind {
+        if !out.pvs.contains_key(&c.class) {
+            out.pvs
+                .insert(c.class.clone(), store.pvs_of_class(&c.class));
         }
     }
     Ok(out)
@@ -176,7 +185,7 @@ fn bind_unbound(
         }
     }
     if !to_match.is_empty() {
-        let (all_found, bindings, unmatched) = find_matching_volumes(store, to_match, node);
+        let (all_found, bindings, unmatched) = find_matching_volumes(&claims.pvs, to_match, node);
         flags.unbound_satisfied = all_found;
         volumes.static_bindings = bindings;
         to_provision.extend(unmatched);
@@ -194,7 +203,7 @@ type Bindings = Vec<(Arc<PersistentVolume>, Arc<PersistentVolumeClaim>)>;
 /// Upstream's `findMatchingVolumes`: claims from the smallest request up,
 /// each taking the smallest fitting PV no earlier claim took.
 fn find_matching_volumes(
-    store: &VolumeStore,
+    pvs: &BTreeMap<String, Vec<Arc<PersistentVolume>>>,
     mut claims: Vec<Arc<PersistentVolumeClaim>>,
     node: &Node,
 ) -> (bool, Bindings, Vec<Arc<PersistentVolumeClaim>>) {
@@ -203,8 +212,8 @@ fn find_matching_volumes(
     let mut bindings = Vec::new();
     let mut unmatched = Vec::new();
     for pvc in claims {
-        let pvs = store.pvs_of_class(&pvc.class);
-        match find_matching_volume(&pvc, &pvs, node, &chosen) {
+        let of_class = pvs.get(&pvc.class).map_or(&[][..], Vec::as_slice);
+        match find_matching_volume(&pvc, of_class, node, &chosen) {
             Some(pv) => {
                 chosen.insert(pv.name.clone());
                 bindings.push((pv, pvc));

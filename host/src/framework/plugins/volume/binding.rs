@@ -137,8 +137,10 @@ impl FilterPlugin for VolumeBinding {
 }
 
 impl ReservePlugin for VolumeBinding {
-    /// Finds the node's volumes again (the store is as the cycle saw it:
-    /// the cycle and Reserve run under the cache's lock) and assumes them.
+    /// Finds the node's volumes again, from the store as it is now (the
+    /// cycle and Reserve run under the cache's lock, so it is as the
+    /// cycle saw it unless a binding was undone meanwhile), and assumes
+    /// them.
     fn reserve(
         &self,
         ctx: &CycleContext,
@@ -148,6 +150,10 @@ impl ReservePlugin for VolumeBinding {
         let Some(s) = state.read_mut::<State>(STATE_KEY) else {
             return Ok(());
         };
+        s.claims = binder::pod_claims(&s.store, ctx.pod).map_err(PluginError)?;
+        if !s.claims.immediate.is_empty() {
+            return Err(PluginError(ERR_UNBOUND_IMMEDIATE.into()));
+        }
         let found =
             binder::find_pod_volumes(&s.store, &s.claims, &node.node).map_err(PluginError)?;
         if !found.reasons.is_empty() {
