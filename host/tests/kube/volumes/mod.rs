@@ -83,11 +83,15 @@ fn start(which: Which, dir: &Path) -> Running {
     match which {
         Which::KubeScheduler => {
             let cfg = dir.join("kube-scheduler.yaml");
+            // Its insecure port on loopback and free (with a config file,
+            // `--port=0` is ignored and 10251 may be taken).
+            let insecure = format!("127.0.0.1:{}", free_port());
             std::fs::write(
                 &cfg,
                 format!(
                     "apiVersion: kubescheduler.config.k8s.io/v1beta1\nkind: KubeSchedulerConfiguration\n\
                      clientConnection: {{kubeconfig: {}}}\nleaderElection: {{leaderElect: false}}\n\
+                     healthzBindAddress: {insecure}\nmetricsBindAddress: {insecure}\n\
                      profiles:\n- schedulerName: {SCHED}\n",
                     env().kubeconfig.display()
                 ),
