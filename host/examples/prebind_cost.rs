@@ -88,7 +88,9 @@ fn main() {
     let module = PluginModule::compile(bytes).expect("compiles");
     let mut inst =
         Instance::new("GpuTopology", &module, Limits::default(), "{}").expect("instantiates");
-    let mut deltas: Vec<wit::Delta> = (0..NODES).map(|i| wit::Delta::NodeSet((i, node(i)))).collect();
+    let mut deltas: Vec<wit::Delta> = (0..NODES)
+        .map(|i| wit::Delta::NodeSet((i, node(i))))
+        .collect();
     for i in 0..NODES * 3 {
         let node = i % NODES;
         let placed = wit::Placement {

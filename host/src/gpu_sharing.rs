@@ -70,7 +70,9 @@ pub struct DeviceReport {
 impl DeviceReport {
     /// No vGPU on it.
     pub fn untouched(&self) -> bool {
-        self.vgpus == 0 && self.memory_free_mib == self.memory_mib && self.cores_free == u64::from(self.cores)
+        self.vgpus == 0
+            && self.memory_free_mib == self.memory_mib
+            && self.cores_free == u64::from(self.cores)
     }
 }
 
@@ -88,7 +90,11 @@ pub fn num_init(pod: &Pod) -> usize {
 /// device string are skipped.
 pub fn node_usage(n: &NodeInfo) -> Option<NodeUsage> {
     let reg = n.node.annotations.get(REGISTER_ANNOTATION)?;
-    let cordon = n.node.annotations.get(CORDON_ANNOTATION).map(String::as_str);
+    let cordon = n
+        .node
+        .annotations
+        .get(CORDON_ANNOTATION)
+        .map(String::as_str);
     let mut usage = NodeUsage::from_annotations(reg, cordon).ok()?;
     for p in &n.pods {
         if let Some(v) = p.annotations.get(ALLOCATED) {

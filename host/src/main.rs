@@ -539,12 +539,33 @@ fn bench_fractional(a: &BenchArgs) -> Result<ExitCode> {
     println!("| policies | nodes x GPUs | pods | workers | pods/s | p50 ms | p99 ms | scheduled | GPUs left whole | nodes left whole | peak RSS MiB |");
     println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
     for p in [Policies::Default, Policies::Hami, Policies::Spread] {
-        let name = serde_json::to_value(p)?.as_str().unwrap_or_default().to_string();
+        let name = serde_json::to_value(p)?
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
         eprintln!("running the fractional workload with {name} policies...");
         let out = std::process::Command::new(&exe)
-            .args(["bench", "--workload", "fractional", "--output", "json", "--policies", &name])
-            .args(["--nodes", &a.nodes.to_string(), "--pods", &a.pods.to_string()])
-            .args(["--seed", &a.seed.to_string(), "--workers", &a.workers.to_string()])
+            .args([
+                "bench",
+                "--workload",
+                "fractional",
+                "--output",
+                "json",
+                "--policies",
+                &name,
+            ])
+            .args([
+                "--nodes",
+                &a.nodes.to_string(),
+                "--pods",
+                &a.pods.to_string(),
+            ])
+            .args([
+                "--seed",
+                &a.seed.to_string(),
+                "--workers",
+                &a.workers.to_string(),
+            ])
             .stderr(std::process::Stdio::inherit())
             .output()?;
         if !out.status.success() {

@@ -1,6 +1,7 @@
-//! Reads Nodes and Pods from YAML or JSON files and directories, as
-//! `kubectl get -o yaml` prints them: single objects, multi-document YAML,
-//! and `List` objects. Other kinds are skipped.
+//! Reads Nodes and Pods (and the volume objects: PersistentVolumes,
+//! claims, StorageClasses, CSINodes) from YAML or JSON files and
+//! directories, as `kubectl get -o yaml` prints them: single objects,
+//! multi-document YAML, and `List` objects. Other kinds are skipped.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -28,6 +29,8 @@ pub struct ManifestError {
 pub struct Manifests {
     pub nodes: Vec<Node>,
     pub pods: Vec<Pod>,
+    /// PersistentVolumes, claims, StorageClasses and CSINodes.
+    pub volumes: crate::framework::volumes::VolumeManifests,
     /// Kinds skipped, with counts (reported at debug level).
     pub skipped: HashMap<String, usize>,
 }
@@ -120,6 +123,17 @@ fn load_file(
                 }
                 out.pods.push(p);
             }
+            k if crate::framework::volumes::manifest::KINDS.contains(&k) => {
+                use crate::framework::volumes::RawVolume;
+                let raw = match k {
+                    "PersistentVolume" => decode(obj).map(|o| RawVolume::Pv(Box::new(o))),
+                    "PersistentVolumeClaim" => decode(obj).map(|o| RawVolume::Pvc(Box::new(o))),
+                    "StorageClass" => decode(obj).map(|o| RawVolume::Class(Box::new(o))),
+                    _ => decode(obj).map(|o| RawVolume::CsiNode(Box::new(o))),
+                }
+                .map_err(|c| fail(at.clone(), c))?;
+                out.volumes.add(raw, here).map_err(|c| fail(at, c))?;
+            }
             other => *out.skipped.entry(other.to_string()).or_insert(0) += 1,
         }
     }
@@ -173,7 +187,7 @@ fn object_label(kind: &str, obj: &Value) -> String {
         .and_then(|m| m.get("namespace"))
         .and_then(Value::as_str)
     {
-        Some(ns) if kind == "Pod" => {
+        Some(ns) if kind == "Pod" || kind == "PersistentVolumeClaim" => {
             format!("{kind} {}/{}", escape::name(ns), escape::name(name))
         }
         _ => format!("{kind} {}", escape::name(name)),

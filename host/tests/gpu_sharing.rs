@@ -39,7 +39,12 @@ fn whole_job(pod: &str) -> bool {
 /// whole-GPU jobs placed, GPUs untouched at the end).
 fn outcome(r: &simulate::Report) -> (usize, usize, usize, usize) {
     let fractional: Vec<_> = r.scheduled.iter().filter(|s| !whole_job(&s.pod)).collect();
-    assert_eq!(fractional.len(), 15, "every fractional pod lands: {:?}", r.unschedulable);
+    assert_eq!(
+        fractional.len(),
+        15,
+        "every fractional pod lands: {:?}",
+        r.unschedulable
+    );
     let gpus: std::collections::BTreeSet<&str> = fractional
         .iter()
         .flat_map(|s| s.gpus.iter().map(|g| g.uuid.as_str()))
@@ -58,7 +63,11 @@ fn fractional_pods_pack_and_training_jobs_find_whole_nodes() {
     for seed in [0, 1] {
         // wasmsched: 15 fractional pods on 4 GPUs of one node, the 4-GPU
         // job on that node's other 4, all five 8-GPU jobs on whole nodes.
-        assert_eq!(outcome(&run("config.yaml", seed)), (4, 1, 6, 0), "seed {seed}");
+        assert_eq!(
+            outcome(&run("config.yaml", seed)),
+            (4, 1, 6, 0),
+            "seed {seed}"
+        );
         // HAMi's default policies: the pods touch all 8 GPUs of their node,
         // the 4-GPU job opens another node, one 8-GPU job does not fit.
         let hami = run("hami-defaults.yaml", seed);
@@ -70,7 +79,10 @@ fn fractional_pods_pack_and_training_jobs_find_whole_nodes() {
         assert_eq!(outcome(&spread), (15, 6, 1, 29), "seed {seed}");
         for u in &spread.unschedulable {
             assert!(u.pod.starts_with("train-"), "{u:?}");
-            assert_eq!(u.message, "0/6 nodes are available: 6 Insufficient GPU memory.");
+            assert_eq!(
+                u.message,
+                "0/6 nodes are available: 6 Insufficient GPU memory."
+            );
         }
     }
 }
@@ -82,22 +94,33 @@ fn share(uuid_prefix: &str, mem: u64, cores: u32) -> (String, u64, u32) {
 #[test]
 fn device_strings_are_what_hami_allocates() {
     let r = run("config.yaml", 0);
-    let by_pod: BTreeMap<&str, &Vec<GpuShare>> =
-        r.scheduled.iter().map(|s| (s.pod.as_str(), &s.gpus)).collect();
+    let by_pod: BTreeMap<&str, &Vec<GpuShare>> = r
+        .scheduled
+        .iter()
+        .map(|s| (s.pod.as_str(), &s.gpus))
+        .collect();
     let strip = |g: &GpuShare| share(&g.uuid, g.memory_mib, g.cores);
     // A fraction: gpumem and gpucores as asked, on one GPU of its node.
     let infer = by_pod["infer-01"];
     assert_eq!(infer.len(), 1);
-    assert_eq!((infer[0].memory_mib, infer[0].cores, infer[0].container), (10240, 30, 0));
+    assert_eq!(
+        (infer[0].memory_mib, infer[0].cores, infer[0].container),
+        (10240, 30, 0)
+    );
     // A percentage: 25% of the registered 40960 MiB.
     assert_eq!(by_pod["embed-1"][0].memory_mib, 10240);
     // Init container first, then the main container; the sidecar has none.
-    let warm: Vec<_> = by_pod["warm-1"].iter().map(|g| (g.container, g.memory_mib, g.cores)).collect();
+    let warm: Vec<_> = by_pod["warm-1"]
+        .iter()
+        .map(|g| (g.container, g.memory_mib, g.cores))
+        .collect();
     assert_eq!(warm, vec![(0, 2048, 10), (1, 6144, 20)]);
     // Whole GPUs: the whole memory, exclusive cores, each on its own GPU.
     let train = by_pod["train-1"];
     assert_eq!(train.len(), 8);
-    assert!(train.iter().all(|g| (g.memory_mib, g.cores) == (40960, 100)));
+    assert!(train
+        .iter()
+        .all(|g| (g.memory_mib, g.cores) == (40960, 100)));
     let distinct: std::collections::BTreeSet<_> = train.iter().map(strip).map(|s| s.0).collect();
     assert_eq!(distinct.len(), 8);
 }
@@ -114,7 +137,11 @@ fn no_device_is_overcommitted_and_the_report_agrees() {
             let mut app: BTreeMap<&str, (u64, u64, u32)> = BTreeMap::new();
             let mut first: BTreeMap<&str, (u64, u64, u32)> = BTreeMap::new();
             for g in &s.gpus {
-                let target = if g.container < init { &mut first } else { &mut app };
+                let target = if g.container < init {
+                    &mut first
+                } else {
+                    &mut app
+                };
                 let e = target.entry(&g.uuid).or_default();
                 *e = (e.0 + g.memory_mib, e.1 + u64::from(g.cores), e.2 + 1);
             }
@@ -133,9 +160,20 @@ fn no_device_is_overcommitted_and_the_report_agrees() {
         assert_eq!(r.gpu_devices.len(), 48);
         for d in &r.gpu_devices {
             let (mem, cores, vgpus) = used.get(&d.uuid).copied().unwrap_or_default();
-            assert!(mem <= d.memory_mib && cores <= u64::from(d.cores) && vgpus <= d.vgpus_max, "{config_name}: {d:?}");
-            assert_eq!(d.memory_free_mib, d.memory_mib - mem, "{config_name}: {d:?}");
-            assert_eq!(d.cores_free, u64::from(d.cores) - cores, "{config_name}: {d:?}");
+            assert!(
+                mem <= d.memory_mib && cores <= u64::from(d.cores) && vgpus <= d.vgpus_max,
+                "{config_name}: {d:?}"
+            );
+            assert_eq!(
+                d.memory_free_mib,
+                d.memory_mib - mem,
+                "{config_name}: {d:?}"
+            );
+            assert_eq!(
+                d.cores_free,
+                u64::from(d.cores) - cores,
+                "{config_name}: {d:?}"
+            );
             assert_eq!(d.vgpus, vgpus, "{config_name}: {d:?}");
         }
     }
@@ -148,8 +186,15 @@ fn resource_fit_must_ignore_what_nodes_do_not_advertise() {
     let text = std::fs::read_to_string(root().join(EXAMPLE).join("config.yaml")).unwrap();
     let cut = text.find("  pluginConfig:").unwrap();
     let r = run_text(&text[..cut], 0);
-    let infer = r.unschedulable.iter().find(|u| u.pod == "infer-01").unwrap();
-    assert!(infer.message.contains("Insufficient nvidia.com/gpumem"), "{infer:?}");
+    let infer = r
+        .unschedulable
+        .iter()
+        .find(|u| u.pod == "infer-01")
+        .unwrap();
+    assert!(
+        infer.message.contains("Insufficient nvidia.com/gpumem"),
+        "{infer:?}"
+    );
     // The whole-GPU jobs ask for nothing unadvertised and still land.
     assert!(r.scheduled.iter().any(|s| s.pod == "train-1"));
 }
@@ -162,7 +207,10 @@ fn wasmsched(args: &[&str]) -> (bool, String) {
         .env_remove("RUST_LOG")
         .output()
         .expect("running wasmsched");
-    (o.status.success(), String::from_utf8_lossy(&o.stdout).into_owned())
+    (
+        o.status.success(),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+    )
 }
 
 #[test]
@@ -171,9 +219,19 @@ fn simulate_and_explain_show_gpus_and_what_is_left() {
     let (ok, out) = wasmsched(&["simulate", EXAMPLE, "--config", &config]);
     assert!(ok, "{out}");
     assert!(out.contains("GPUS"), "{out}");
-    assert!(out.contains("GPUs (HAMi): 0 of 48 untouched, 0 of 6 nodes untouched"), "{out}");
+    assert!(
+        out.contains("GPUs (HAMi): 0 of 48 untouched, 0 of 6 nodes untouched"),
+        "{out}"
+    );
     assert!(out.contains("MiB 30%"), "{out}");
-    let (ok, out) = wasmsched(&["simulate", EXAMPLE, "--config", &config, "--explain", "ml/warm-1"]);
+    let (ok, out) = wasmsched(&[
+        "simulate",
+        EXAMPLE,
+        "--config",
+        &config,
+        "--explain",
+        "ml/warm-1",
+    ]);
     assert!(ok, "{out}");
     let explain = &out[out.find("Explain ml/warm-1").expect("explained")..];
     assert!(explain.contains("  GPUs: "), "{explain}");

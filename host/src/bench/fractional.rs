@@ -116,7 +116,8 @@ pub fn generate(nodes: usize, pods: usize, seed: u64) -> Manifests {
             let mem = [2048, 4096, 8192, 12288, 16384][rng.random_range(0..5)];
             limits["nvidia.com/gpumem"] = json!(mem.to_string());
         }
-        limits["nvidia.com/gpucores"] = json!(["10", "20", "25", "30", "50"][rng.random_range(0..5)]);
+        limits["nvidia.com/gpucores"] =
+            json!(["10", "20", "25", "30", "50"][rng.random_range(0..5)]);
         let pod: k8s::Pod = serde_json::from_value(json!({
             "metadata": {"name": format!("infer-{i:05}"), "namespace": "bench",
                          "creationTimestamp": format!("2026-01-01T{:02}:{:02}:{:02}Z", (i / 3600) % 24, (i / 60) % 60, i % 60)},

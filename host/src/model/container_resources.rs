@@ -18,7 +18,9 @@ pub fn extended(init: bool, requests: &Resources) -> ContainerResources {
         resources: requests
             .iter()
             .filter(|(name, _)| {
-                name.contains('/') && !name.contains("kubernetes.io/") && !name.starts_with("requests.")
+                name.contains('/')
+                    && !name.contains("kubernetes.io/")
+                    && !name.starts_with("requests.")
             })
             .map(|(name, amount)| (name.to_string(), amount))
             .collect(),

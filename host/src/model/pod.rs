@@ -161,6 +161,8 @@ pub struct Pod {
     pub pod_affinity: PodAffinity,
     pub spread: Vec<SpreadConstraint>,
     pub host_ports: Vec<HostPort>,
+    /// The volumes the volume plugins read (claims, in-tree disks).
+    pub volumes: Vec<super::pod_volume::PodVolume>,
     /// Set when the pod uses something this scheduler cannot honour; the
     /// pod is then reported unschedulable with this message rather than
     /// placed wrongly.
@@ -476,14 +478,8 @@ impl Pod {
             });
         }
 
-        let unsupported = spec.volumes.iter().flatten().find_map(|v| {
-            v.persistent_volume_claim.as_ref().map(|pvc| {
-                format!(
-                    "pod uses PersistentVolumeClaim {:?} (volume {:?}); wasmsched does not schedule pods with PersistentVolumeClaims yet",
-                    pvc.claim_name, v.name
-                )
-            })
-        });
+        let volumes = super::pod_volume::pod_volumes(spec).map_err(|(f, c)| err(&f, c))?;
+        let unsupported = super::pod_volume::unsupported(&volumes);
 
         let owner = meta
             .owner_references
@@ -530,8 +526,12 @@ impl Pod {
             pod_affinity,
             spread,
             host_ports,
+            volumes,
             unsupported,
-            container_resources: super::container_resources::annotation(init_extended, app_extended),
+            container_resources: super::container_resources::annotation(
+                init_extended,
+                app_extended,
+            ),
             namespace,
             name,
         })

@@ -9,6 +9,8 @@
 //! name is not bound by mistake) and the API server refuses to bind a pod
 //! that already has a node.
 
+mod volumes;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -141,7 +143,11 @@ impl Binder {
         let (annotation, expiry) = node_lock::wanted(&req.assumption.actions)?;
         let mut checked = None;
         loop {
-            if self.shared.stopping.load(std::sync::atomic::Ordering::Acquire) {
+            if self
+                .shared
+                .stopping
+                .load(std::sync::atomic::Ordering::Acquire)
+            {
                 return Some(BindResult::Abandoned);
             }
             if let Some(r) = self.still_valid(req) {
@@ -155,7 +161,7 @@ impl Binder {
                     .and_then(|n| n.node.annotations.get(annotation).cloned())
             };
             let now = k8s_openapi::jiff::Timestamp::now();
-            let Some(v) = held else { return None };
+            let v = held?;
             if node_lock::judge(Some(&v), req.pod(), expiry, now) == node_lock::Found::Free {
                 return None;
             }
@@ -256,6 +262,7 @@ impl Binder {
     /// lock taken before.
     async fn call(&self, req: &BindRequest) -> BindResult {
         let actions = &req.assumption.actions;
+        let mut written = volumes::Written::default();
         let mut locked: Option<&str> = None;
         let mut i = 0;
         let mut r = BindResult::Bound;
@@ -275,6 +282,11 @@ impl Binder {
                     r
                 }
                 BindAction::Bind => self.bind_call(req).await,
+                action @ (BindAction::BindVolume { .. }
+                | BindAction::SelectNode { .. }
+                | BindAction::WaitForVolumes { .. }) => {
+                    self.volume_action(req, action, &mut written).await
+                }
                 BindAction::PatchPod { .. } | BindAction::StampPod { .. } => BindResult::Bound,
             };
             i += 1;
@@ -289,12 +301,7 @@ impl Binder {
     }
 
     /// [`BindAction::LockNode`].
-    async fn lock_node(
-        &self,
-        req: &BindRequest,
-        annotation: &str,
-        expiry: Duration,
-    ) -> BindResult {
+    async fn lock_node(&self, req: &BindRequest, annotation: &str, expiry: Duration) -> BindResult {
         if let Some(r) = self.still_valid(req) {
             return r;
         }
@@ -433,9 +440,12 @@ impl Binder {
     }
 }
 
+/// Key/value pairs of a pod patch.
+type Pairs = Vec<(String, String)>;
+
 /// The labels and annotations of the pod patches at the start of
 /// `actions` (stamps resolved to now), and how many actions they are.
-fn merged_patches(actions: &[BindAction]) -> (Vec<(String, String)>, Vec<(String, String)>, usize) {
+fn merged_patches(actions: &[BindAction]) -> (Pairs, Pairs, usize) {
     let (mut labels, mut annotations) = (Vec::new(), Vec::new());
     let mut n = 0;
     for a in actions {

@@ -40,10 +40,7 @@ const DEVICE_METRICS: [(&str, &str); 6] = [
         "wasmsched_gpu_device_cores",
         "Percent of SMs the device offers (100 x core scaling).",
     ),
-    (
-        "wasmsched_gpu_device_vgpus",
-        "vGPUs placed on the device.",
-    ),
+    ("wasmsched_gpu_device_vgpus", "vGPUs placed on the device."),
     (
         "wasmsched_gpu_device_vgpus_max",
         "vGPUs the device takes at most (HAMi's deviceSplitCount).",

@@ -2,6 +2,8 @@
 //!
 //! Pieces, each in its own module, wired together by [`run`]:
 //! - [`informer`]: watches Nodes and Pods into the [`Cache`];
+//! - [`volume_watch`]: watches PVs, claims, StorageClasses and CSINodes
+//!   into the cache's volume store;
 //! - [`scheduling`]: the scheduling loop (one pod per cycle, assume);
 //! - [`binder`]: bindings, asynchronous with bounded concurrency;
 //! - [`events`]: `Scheduled` / `FailedScheduling` events and the pod
@@ -24,6 +26,7 @@ pub mod metrics;
 pub mod node_lock;
 pub mod scheduling;
 pub mod server;
+pub mod volume_watch;
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -48,6 +51,8 @@ pub struct Shared {
     pub stopping: AtomicBool,
     pub nodes_synced: AtomicBool,
     pub pods_synced: AtomicBool,
+    /// The volume watches listed once.
+    pub volumes_synced: volume_watch::Synced,
     start: Instant,
     /// When the scheduling loop last turned (ms since start).
     loop_seen_ms: AtomicU64,
@@ -66,7 +71,9 @@ impl Shared {
     }
 
     pub fn synced(&self) -> bool {
-        self.nodes_synced.load(Ordering::Acquire) && self.pods_synced.load(Ordering::Acquire)
+        self.nodes_synced.load(Ordering::Acquire)
+            && self.pods_synced.load(Ordering::Acquire)
+            && self.volumes_synced.all()
     }
 
     fn heartbeat(&self) {
@@ -175,6 +182,7 @@ pub async fn run(
         stopping: AtomicBool::new(false),
         nodes_synced: AtomicBool::new(false),
         pods_synced: AtomicBool::new(false),
+        volumes_synced: Default::default(),
         start: Instant::now(),
         loop_seen_ms: AtomicU64::new(0),
     });
@@ -213,6 +221,7 @@ pub async fn run(
         client.clone(),
         report_tx.clone(),
     ));
+    let volume_watches = volume_watch::spawn(&shared, &client);
 
     let (bind_tx, bind_rx) = mpsc::unbounded_channel();
     let binder = binder::Binder {
@@ -320,6 +329,10 @@ pub async fn run(
     pods.abort();
     let _ = nodes.await;
     let _ = pods.await;
+    for w in volume_watches {
+        w.abort();
+        let _ = w.await;
+    }
     let _ = recorder.await;
     if let Some(c) = controller {
         match c.await {

@@ -102,7 +102,9 @@ pub enum Found {
 /// parse it either and would fail forever) or older than `expiry`.
 pub fn judge(value: Option<&str>, pod: &Pod, expiry: Duration, now: Timestamp) -> Found {
     let Some(v) = value else { return Found::Free };
-    let Some(h) = parse(v) else { return Found::Free };
+    let Some(h) = parse(v) else {
+        return Found::Free;
+    };
     if h.namespace == pod.namespace && h.pod == pod.name {
         return Found::Free;
     }
@@ -258,9 +260,18 @@ mod tests {
         let now: Timestamp = "2026-01-01T00:10:00Z".parse().unwrap();
         let five = Duration::from_secs(300);
         assert_eq!(judge(None, &pod, five, now), Found::Free);
-        assert_eq!(judge(Some("2026-01-01T00:09:00Z,ns,q"), &pod, five, now), Found::Held);
-        assert_eq!(judge(Some("2026-01-01T00:04:00Z,ns,q"), &pod, five, now), Found::Free);
-        assert_eq!(judge(Some("2026-01-01T00:09:00Z,default,p"), &pod, five, now), Found::Free);
+        assert_eq!(
+            judge(Some("2026-01-01T00:09:00Z,ns,q"), &pod, five, now),
+            Found::Held
+        );
+        assert_eq!(
+            judge(Some("2026-01-01T00:04:00Z,ns,q"), &pod, five, now),
+            Found::Free
+        );
+        assert_eq!(
+            judge(Some("2026-01-01T00:09:00Z,default,p"), &pod, five, now),
+            Found::Free
+        );
         assert_eq!(judge(Some("garbage"), &pod, five, now), Found::Free);
     }
 }

@@ -212,8 +212,14 @@ async fn serve_node(
     let key = format!("{ns}/{name}");
     if let Some(prev) = holders.insert(node.to_string(), key.clone()) {
         let finished = ledger.lock().unwrap().done.contains_key(&prev);
-        if prev != key && !finished && pod_phase(client, &prev).await.as_deref() == Some("allocating") {
-            breach(ledger, format!("lock of {prev} (allocating) taken by {key} on {node}"));
+        if prev != key
+            && !finished
+            && pod_phase(client, &prev).await.as_deref() == Some("allocating")
+        {
+            breach(
+                ledger,
+                format!("lock of {prev} (allocating) taken by {key} on {node}"),
+            );
         }
     }
     ledger
@@ -223,7 +229,9 @@ async fn serve_node(
         .entry(key.clone())
         .or_insert_with(Instant::now);
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
-    let Ok(pod) = pods.get(name).await else { return };
+    let Ok(pod) = pods.get(name).await else {
+        return;
+    };
     let bound = pod.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node);
     let allocating = annotation(&pod.metadata, BIND_PHASE).as_deref() == Some("allocating");
     if !bound || !allocating || ledger.lock().unwrap().done.contains_key(&key) {
@@ -267,7 +275,10 @@ async fn allocate(client: &Client, node: &Node, pod: &Pod, ledger: &Arc<Mutex<Le
     let node_name = node.metadata.name.clone().unwrap();
     let api: Api<Pod> = Api::namespaced(client.clone(), &ns);
     if annotation(&pod.metadata, ASSIGNED_NODE).as_deref() != Some(node_name.as_str()) {
-        breach(ledger, format!("{key}: hami.io/vgpu-node is not the pod's node"));
+        breach(
+            ledger,
+            format!("{key}: hami.io/vgpu-node is not the pod's node"),
+        );
     }
     let (counts, num_init) = gpu_counts(pod);
     let to_allocate = annotation(&pod.metadata, TO_ALLOCATE).unwrap_or_default();
@@ -302,9 +313,8 @@ async fn allocate(client: &Client, node: &Node, pod: &Pod, ledger: &Arc<Mutex<Le
             };
             let e = l.used.entry(uuid.clone()).or_default();
             *e = (e.0 + u.mem, e.1 + u.cores, e.2 + u.count);
-            let over = e.0 > d.device.devmem
-                || e.1 > u64::from(d.device.devcore)
-                || e.2 > d.device.count;
+            let over =
+                e.0 > d.device.devmem || e.1 > u64::from(d.device.devcore) || e.2 > d.device.count;
             if over {
                 let msg = format!("{key}: over-commits {uuid}: {:?}", *e);
                 l.violations.push(msg);
@@ -356,7 +366,8 @@ async fn set_lock(client: &Client, node: &str, value: Option<&str>) {
 
 /// Now plus `offset` seconds, as HAMi writes lock times.
 fn rfc3339(offset: i64) -> String {
-    let t = k8s_openapi::jiff::Timestamp::now() + k8s_openapi::jiff::SignedDuration::from_secs(offset);
+    let t =
+        k8s_openapi::jiff::Timestamp::now() + k8s_openapi::jiff::SignedDuration::from_secs(offset);
     t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
@@ -373,13 +384,20 @@ async fn fractional_stream_is_bound_as_hami_allocates_it() {
     }
     let tmp = tempfile::tempdir().unwrap();
     let sched = start(tmp.path(), "hami", "5m").await;
-    let plugin = DevicePlugin::start(client.clone(), names.iter().map(|s| s.to_string()).collect());
+    let plugin = DevicePlugin::start(
+        client.clone(),
+        names.iter().map(|s| s.to_string()).collect(),
+    );
     let mut expected: BTreeMap<String, (u64, u32)> = BTreeMap::new();
     for i in 0..24u64 {
         let (mem, cores) = (2048 + 1024 * (i % 3), 10 + 5 * (i % 4) as u32);
         let name = format!("infer-{i:02}");
         expected.insert(name.clone(), (mem, cores));
-        crate::create_pod(&client, gpu_pod(&name, &[("main", fraction(mem, cores))], None, None)).await;
+        crate::create_pod(
+            &client,
+            gpu_pod(&name, &[("main", fraction(mem, cores))], None, None),
+        )
+        .await;
     }
     // An init container warming a GPU up, then the app next to a sidecar.
     let warm = gpu_pod(
@@ -390,13 +408,21 @@ async fn fractional_stream_is_bound_as_hami_allocates_it() {
     );
     crate::create_pod(&client, warm).await;
     // Two vGPUs, on two GPUs.
-    let two = json!({"nvidia.com/gpu": "2", "nvidia.com/gpumem": "3000", "nvidia.com/gpucores": "20"});
+    let two =
+        json!({"nvidia.com/gpu": "2", "nvidia.com/gpumem": "3000", "nvidia.com/gpucores": "20"});
     crate::create_pod(&client, gpu_pod("pair", &[("main", two)], None, None)).await;
-    wait_until("the double to complete all 26 pods", Duration::from_secs(180), || async {
-        plugin.done().len() == 26
-    })
+    wait_until(
+        "the double to complete all 26 pods",
+        Duration::from_secs(180),
+        || async { plugin.done().len() == 26 },
+    )
     .await;
-    assert_eq!(plugin.violations(), Vec::<String>::new(), "log:\n{}", sched.logs());
+    assert_eq!(
+        plugin.violations(),
+        Vec::<String>::new(),
+        "log:\n{}",
+        sched.logs()
+    );
     for (name, (mem, cores)) in &expected {
         let p = pod(&client, name).await;
         let node = p.spec.as_ref().unwrap().node_name.clone().unwrap();
@@ -404,24 +430,44 @@ async fn fractional_stream_is_bound_as_hami_allocates_it() {
         assert_eq!(a(ASSIGNED_NODE), node);
         assert_eq!(p.metadata.labels.as_ref().unwrap()[ASSIGNED_NODE], node);
         assert_eq!(a(BIND_PHASE), "success");
-        assert!(a(BIND_TIME).parse::<u64>().is_ok(), "{name}: {}", a(BIND_TIME));
-        assert!(a(ASSIGNED_TIME).parse::<u64>().is_ok(), "{name}: {}", a(ASSIGNED_TIME));
+        assert!(
+            a(BIND_TIME).parse::<u64>().is_ok(),
+            "{name}: {}",
+            a(BIND_TIME)
+        );
+        assert!(
+            a(ASSIGNED_TIME).parse::<u64>().is_ok(),
+            "{name}: {}",
+            a(ASSIGNED_TIME)
+        );
         let slots = decode_pod_devices(&a(ALLOCATED), ALLOCATED).unwrap();
-        assert_eq!(slots.len(), 2, "{name}: one container, then the trailing slot");
-        assert_eq!((slots[0].len(), slots[0][0].mem, slots[0][0].cores), (1, *mem, *cores));
+        assert_eq!(
+            slots.len(),
+            2,
+            "{name}: one container, then the trailing slot"
+        );
+        assert_eq!(
+            (slots[0].len(), slots[0][0].mem, slots[0][0].cores),
+            (1, *mem, *cores)
+        );
         assert!(slots[0][0].uuid.starts_with(&format!("GPU-{node}-")));
         // The double popped every slot.
         assert_eq!(a(TO_ALLOCATE), ";");
     }
     let warm = pod(&client, "warm").await;
-    let slots = decode_pod_devices(&annotation(&warm.metadata, ALLOCATED).unwrap(), ALLOCATED).unwrap();
+    let slots =
+        decode_pod_devices(&annotation(&warm.metadata, ALLOCATED).unwrap(), ALLOCATED).unwrap();
     let shape: Vec<Vec<(u64, u32)>> = slots
         .iter()
         .map(|s| s.iter().map(|d| (d.mem, d.cores)).collect())
         .collect();
-    assert_eq!(shape, vec![vec![(2048, 10)], vec![(4096, 20)], vec![], vec![]]);
+    assert_eq!(
+        shape,
+        vec![vec![(2048, 10)], vec![(4096, 20)], vec![], vec![]]
+    );
     let pair = pod(&client, "pair").await;
-    let slots = decode_pod_devices(&annotation(&pair.metadata, ALLOCATED).unwrap(), ALLOCATED).unwrap();
+    let slots =
+        decode_pod_devices(&annotation(&pair.metadata, ALLOCATED).unwrap(), ALLOCATED).unwrap();
     assert_eq!(slots[0].len(), 2);
     assert_ne!(slots[0][0].uuid, slots[0][1].uuid);
     for n in names {
@@ -430,7 +476,9 @@ async fn fractional_stream_is_bound_as_hami_allocates_it() {
     // Per-device metrics: the memory held adds up to what the pods asked
     // (the warm pod holds the larger of its init and main containers).
     let total: u64 = expected.values().map(|(m, _)| m).sum::<u64>() + 4096 + 2 * 3000;
-    let served = sched.metric("wasmsched_gpu_device_memory_allocated_mib", &[]).await;
+    let served = sched
+        .metric("wasmsched_gpu_device_memory_allocated_mib", &[])
+        .await;
     assert_eq!(served as u64, total);
     let registered = sched.metric("wasmsched_gpu_device_memory_mib", &[]).await;
     assert_eq!(registered as u64, 12 * 16 * GIB);
@@ -456,7 +504,12 @@ async fn pods_for_a_locked_node_wait_without_holding_up_other_nodes() {
     let plugin = DevicePlugin::start(client.clone(), vec!["gpu-a".into(), "gpu-b".into()]);
     // More pods wait for gpu-a than the binder has slots (2)...
     for i in 0..4 {
-        let p = gpu_pod(&format!("a-{i}"), &[("main", fraction(2048, 10))], None, Some("gpu-a"));
+        let p = gpu_pod(
+            &format!("a-{i}"),
+            &[("main", fraction(2048, 10))],
+            None,
+            Some("gpu-a"),
+        );
         crate::create_pod(&client, p).await;
     }
     // ...and a pod for gpu-b still binds and completes.
@@ -468,9 +521,16 @@ async fn pods_for_a_locked_node_wait_without_holding_up_other_nodes() {
     .await;
     for i in 0..4 {
         let p = pod(&client, &format!("a-{i}")).await;
-        assert_eq!(p.spec.unwrap().node_name, None, "a-{i} bound while gpu-a is locked");
+        assert_eq!(
+            p.spec.unwrap().node_name,
+            None,
+            "a-{i} bound while gpu-a is locked"
+        );
     }
-    assert_eq!(node_lock(&client, "gpu-a").await.as_deref(), Some(foreign.as_str()));
+    assert_eq!(
+        node_lock(&client, "gpu-a").await.as_deref(),
+        Some(foreign.as_str())
+    );
     // The holder releases it: the four pods bind one at a time, each after
     // the device plugin released the previous one's lock.
     set_lock(&client, "gpu-a", None).await;
@@ -478,7 +538,12 @@ async fn pods_for_a_locked_node_wait_without_holding_up_other_nodes() {
         plugin.done().len() == 5
     })
     .await;
-    assert_eq!(plugin.violations(), Vec::<String>::new(), "log:\n{}", sched.logs());
+    assert_eq!(
+        plugin.violations(),
+        Vec::<String>::new(),
+        "log:\n{}",
+        sched.logs()
+    );
     let l = plugin.ledger.lock().unwrap();
     let mut spans: Vec<(Instant, Instant)> = (0..4)
         .map(|i| {
@@ -488,7 +553,10 @@ async fn pods_for_a_locked_node_wait_without_holding_up_other_nodes() {
         .collect();
     spans.sort();
     for w in spans.windows(2) {
-        assert!(w[0].1 <= w[1].0, "two pods held gpu-a's lock at once: {spans:?}");
+        assert!(
+            w[0].1 <= w[1].0,
+            "two pods held gpu-a's lock at once: {spans:?}"
+        );
     }
 }
 
@@ -501,7 +569,12 @@ async fn expired_and_dangling_locks_are_taken_over() {
     hami_node(&client, "gpu-b", 2, 16 * GIB, true).await;
     // gpu-a: a lock older than the expiry (10 s here); gpu-b: a fresh lock
     // whose pod does not exist.
-    set_lock(&client, "gpu-a", Some(&format!("{},{NS},someone", rfc3339(-60)))).await;
+    set_lock(
+        &client,
+        "gpu-a",
+        Some(&format!("{},{NS},someone", rfc3339(-60))),
+    )
+    .await;
     set_lock(&client, "gpu-b", Some(&format!("{},{NS},gone", rfc3339(0)))).await;
     let tmp = tempfile::tempdir().unwrap();
     let sched = start(tmp.path(), "hami-expiry", "10s").await;
@@ -514,7 +587,12 @@ async fn expired_and_dangling_locks_are_taken_over() {
         plugin.done().len() == 2
     })
     .await;
-    assert_eq!(plugin.violations(), Vec::<String>::new(), "log:\n{}", sched.logs());
+    assert_eq!(
+        plugin.violations(),
+        Vec::<String>::new(),
+        "log:\n{}",
+        sched.logs()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -528,24 +606,38 @@ async fn a_restarted_scheduler_rebuilds_usage_and_never_overcommits() {
     let tmp = tempfile::tempdir().unwrap();
     let mut first = start(tmp.path(), "before", "5m").await;
     for i in 0..3 {
-        let p = gpu_pod(&format!("p-{i}"), &[("main", fraction(4096, 20))], None, None);
+        let p = gpu_pod(
+            &format!("p-{i}"),
+            &[("main", fraction(4096, 20))],
+            None,
+            None,
+        );
         crate::create_pod(&client, p).await;
     }
-    wait_until("three pods to complete", Duration::from_secs(60), || async {
-        plugin.done().len() == 3
-    })
+    wait_until(
+        "three pods to complete",
+        Duration::from_secs(60),
+        || async { plugin.done().len() == 3 },
+    )
     .await;
     assert!(first.terminate().success());
     // A new scheduler knows only what the pods' annotations say: 4 GiB is
     // left, on one GPU.
     let second = start(tmp.path(), "after", "5m").await;
     for i in 3..6 {
-        let p = gpu_pod(&format!("p-{i}"), &[("main", fraction(4096, 20))], None, None);
+        let p = gpu_pod(
+            &format!("p-{i}"),
+            &[("main", fraction(4096, 20))],
+            None,
+            None,
+        );
         crate::create_pod(&client, p).await;
     }
-    wait_until("a fourth pod to complete", Duration::from_secs(60), || async {
-        plugin.done().len() == 4
-    })
+    wait_until(
+        "a fourth pod to complete",
+        Duration::from_secs(60),
+        || async { plugin.done().len() == 4 },
+    )
     .await;
     wait_until(
         "the other two to be reported unschedulable",
@@ -557,7 +649,10 @@ async fn a_restarted_scheduler_rebuilds_usage_and_never_overcommits() {
                 let conditions = p.status.and_then(|s| s.conditions).unwrap_or_default();
                 n += usize::from(conditions.iter().any(|c| {
                     c.type_ == "PodScheduled"
-                        && c.message.as_deref().unwrap_or("").contains("Insufficient GPU memory")
+                        && c.message
+                            .as_deref()
+                            .unwrap_or("")
+                            .contains("Insufficient GPU memory")
                 }));
             }
             n == 2
@@ -565,7 +660,12 @@ async fn a_restarted_scheduler_rebuilds_usage_and_never_overcommits() {
     )
     .await;
     assert_eq!(plugin.done().len(), 4);
-    assert_eq!(plugin.violations(), Vec::<String>::new(), "log:\n{}", second.logs());
+    assert_eq!(
+        plugin.violations(),
+        Vec::<String>::new(),
+        "log:\n{}",
+        second.logs()
+    );
     let used = plugin.ledger.lock().unwrap().used.clone();
     assert_eq!(used.values().map(|u| u.0).sum::<u64>(), 16 * GIB);
 }
@@ -590,14 +690,26 @@ async fn the_protocol_runs_with_the_gpu_sharing_components_rbac() {
     let sa = service_account_kubeconfig(tmp.path());
     hami_node(&client, "gpu-a", 2, 16 * GIB, false).await;
     let plugin = DevicePlugin::start(client.clone(), vec!["gpu-a".into()]);
-    let sched = Scheduler::start(tmp.path(), "rbac-hami", &sa, &["--config", config.to_str().unwrap()]);
+    let sched = Scheduler::start(
+        tmp.path(),
+        "rbac-hami",
+        &sa,
+        &["--config", config.to_str().unwrap()],
+    );
     for i in 0..3 {
-        let p = gpu_pod(&format!("r-{i}"), &[("main", fraction(2048, 10))], None, None);
+        let p = gpu_pod(
+            &format!("r-{i}"),
+            &[("main", fraction(2048, 10))],
+            None,
+            None,
+        );
         crate::create_pod(&client, p).await;
     }
-    wait_until("three pods to complete", Duration::from_secs(90), || async {
-        plugin.done().len() == 3
-    })
+    wait_until(
+        "three pods to complete",
+        Duration::from_secs(90),
+        || async { plugin.done().len() == 3 },
+    )
     .await;
     assert_eq!(plugin.violations(), Vec::<String>::new());
     let logs = sched.logs();
@@ -608,9 +720,11 @@ async fn the_protocol_runs_with_the_gpu_sharing_components_rbac() {
     assert!(ok, "{out}");
     let p = gpu_pod("refused", &[("main", fraction(2048, 10))], None, None);
     crate::create_pod(&client, p).await;
-    wait_until("the lock to be refused", Duration::from_secs(90), || async {
-        sched.logs().contains("forbidden")
-    })
+    wait_until(
+        "the lock to be refused",
+        Duration::from_secs(90),
+        || async { sched.logs().contains("forbidden") },
+    )
     .await;
     assert_eq!(pod(&client, "refused").await.spec.unwrap().node_name, None);
 }

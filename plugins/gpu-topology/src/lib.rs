@@ -309,10 +309,7 @@ impl Plugin for GpuTopology {
     }
 
     fn cycle_start(&self, pod: &Pod, _cluster: &Cluster) -> Result<Cycle, String> {
-        Ok(Cycle(
-            self.demand(pod)?,
-            hami::demand(pod, &self.cfg.hami)?,
-        ))
+        Ok(Cycle(self.demand(pod)?, hami::demand(pod, &self.cfg.hami)?))
     }
 
     fn observe(&self, delta: &Delta, _cluster: &Cluster) {
@@ -369,7 +366,8 @@ impl Plugin for GpuTopology {
         }
         Ok(match &cycle.0 {
             None if self.hami.is_hami(node.index) => {
-                self.hami.cpu_pod_score(node.index).unwrap_or(0) * i64::from(self.cfg.cpu_pods_avoid_gpu_nodes)
+                self.hami.cpu_pod_score(node.index).unwrap_or(0)
+                    * i64::from(self.cfg.cpu_pods_avoid_gpu_nodes)
             }
             None => self.cpu_pod_score(node),
             Some(d) => match self.place(d, node) {

@@ -50,9 +50,9 @@ impl HamiNodeLock {
             return Ok(out);
         };
         if let Some(v) = obj.remove("lockExpiry") {
-            let text = v
-                .as_str()
-                .ok_or_else(|| format!("{NAME} args: lockExpiry: expected a duration string like \"5m\""))?;
+            let text = v.as_str().ok_or_else(|| {
+                format!("{NAME} args: lockExpiry: expected a duration string like \"5m\"")
+            })?;
             out.expiry = humantime::parse_duration(text)
                 .map_err(|e| format!("{NAME} args: lockExpiry: {e}"))?;
             if out.expiry.is_zero() {

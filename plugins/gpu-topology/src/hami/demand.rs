@@ -4,8 +4,8 @@ use wasmsched_plugin_sdk::types::Pod;
 use wasmsched_plugin_sdk::PodExt;
 use wasmsched_shared::hami::request::CONTAINER_RESOURCES;
 use wasmsched_shared::hami::{
-    decode_container_resources, ContainerResources, Request, GPU_POLICY, NODE_POLICY, NOUSE_GPUTYPE,
-    NOUSE_GPUUUID, NUMA_BIND, RESOURCE_CORES, RESOURCE_COUNT, RESOURCE_MEMORY,
+    decode_container_resources, ContainerResources, Request, GPU_POLICY, NODE_POLICY,
+    NOUSE_GPUTYPE, NOUSE_GPUUUID, NUMA_BIND, RESOURCE_CORES, RESOURCE_COUNT, RESOURCE_MEMORY,
     RESOURCE_MEMORY_PERCENTAGE, USE_GPUTYPE, USE_GPUUUID, VGPU_MODE,
 };
 

@@ -117,8 +117,8 @@ fn static_check(d: &HamiDemand, dev: &DeviceState) -> Option<Reason> {
     if !type_ok {
         return Some(Reason::TypeMismatch);
     }
-    let uuid_ok = (d.use_uuids.is_empty() || d.use_uuids.contains(&x.id))
-        && !d.nouse_uuids.contains(&x.id);
+    let uuid_ok =
+        (d.use_uuids.is_empty() || d.use_uuids.contains(&x.id)) && !d.nouse_uuids.contains(&x.id);
     if !uuid_ok {
         return Some(Reason::UuidMismatch);
     }
@@ -272,9 +272,12 @@ impl Chooser<'_> {
     fn hami_score(&self, k: usize) -> i64 {
         let x = &self.node.devices[k].device;
         let l = &self.loads[k];
-        let ratio = |num: u64, den: u64| if den == 0 { 0 } else { (1000 * num / den) as i64 };
+        let ratio = |num: u64, den: u64| (1000 * num).checked_div(den).unwrap_or(0) as i64;
         ratio(u64::from(l.used) + 1, u64::from(x.count))
-            + ratio(l.cores + u64::from(self.r.cores_capped()), u64::from(x.devcore))
+            + ratio(
+                l.cores + u64::from(self.r.cores_capped()),
+                u64::from(x.devcore),
+            )
             + ratio(l.mem + self.mem(k), x.devmem)
     }
 
@@ -304,20 +307,10 @@ impl Chooser<'_> {
     fn single_cost(&self, k: usize) -> Cost {
         let i = k as i64;
         match self.policy {
-            GpuPolicy::Fragmentation => [
-                self.opened(k),
-                self.free_after(k),
-                self.centrality(k),
-                i,
-            ],
+            GpuPolicy::Fragmentation => [self.opened(k), self.free_after(k), self.centrality(k), i],
             GpuPolicy::Binpack => [-self.hami_score(k), i, 0, 0],
             GpuPolicy::Spread => [self.hami_score(k), i, 0, 0],
-            GpuPolicy::TopologyAware => [
-                self.centrality(k),
-                self.opened(k),
-                self.free_after(k),
-                i,
-            ],
+            GpuPolicy::TopologyAware => [self.centrality(k), self.opened(k), self.free_after(k), i],
         }
     }
 
@@ -325,9 +318,10 @@ impl Chooser<'_> {
         let mut s = 0;
         for (a, &x) in set.iter().enumerate() {
             for &y in &set[a + 1..] {
-                s += self
-                    .pairs
-                    .between(&self.node.devices[x].device.id, &self.node.devices[y].device.id);
+                s += self.pairs.between(
+                    &self.node.devices[x].device.id,
+                    &self.node.devices[y].device.id,
+                );
             }
         }
         s
@@ -383,7 +377,10 @@ impl Chooser<'_> {
         loop {
             let set: Vec<usize> = idx.iter().map(|&i| cands[i]).collect();
             let cost = self.set_cost(&set);
-            if best.as_ref().is_none_or(|(b, _)| cost.cmp(b) == Ordering::Less) {
+            if best
+                .as_ref()
+                .is_none_or(|(b, _)| cost.cmp(b) == Ordering::Less)
+            {
                 best = Some((cost, set));
             }
             // Next combination in lexicographic order.

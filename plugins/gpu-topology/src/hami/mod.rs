@@ -80,7 +80,11 @@ impl HamiState {
 
     /// Where the pod's vGPUs go on a HAMi node and the node's score, or
     /// why they do not fit; `None` for a node that is not a HAMi node.
-    pub fn place(&self, d: &HamiDemand, ns: &NodeState) -> Option<Result<(Choice, i64), Rejection>> {
+    pub fn place(
+        &self,
+        d: &HamiDemand,
+        ns: &NodeState,
+    ) -> Option<Result<(Choice, i64), Rejection>> {
         self.with_node(ns.index, |n, u| match fit::place(d, u, &n.pairs) {
             Ok(c) => {
                 let s = score::node_score(d, u, &c);
@@ -103,7 +107,10 @@ impl HamiState {
         });
         match chosen {
             None => Ok(()),
-            Some(Err(r)) => Err(format!("no GPUs for the pod on {}: {}", ns.node.name, r.reason)),
+            Some(Err(r)) => Err(format!(
+                "no GPUs for the pod on {}: {}",
+                ns.node.name, r.reason
+            )),
             Some(Ok(patch)) => {
                 *self.pending.borrow_mut() = Some(Pending {
                     uid: uid.to_string(),

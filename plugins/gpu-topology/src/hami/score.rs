@@ -57,8 +57,8 @@ fn usage_share(node: &NodeUsage, extra: &BTreeMap<usize, (u64, u64, u64)>) -> i6
     }
     let mut terms = Vec::new();
     for (num, den) in [(used, count), (cores, devcore), (mem, devmem)] {
-        if den > 0 {
-            terms.push((1000 * num.min(den) / den) as i64);
+        if let Some(t) = (1000 * num.min(den)).checked_div(den) {
+            terms.push(t as i64);
         }
     }
     if terms.is_empty() {

@@ -123,7 +123,9 @@ impl Env {
             .copied()
             .filter(|&i| verdicts[i as usize].is_none())
             .collect();
-        let mut scores = runtime::score::<GpuTopology>(&feasible).unwrap().into_iter();
+        let mut scores = runtime::score::<GpuTopology>(&feasible)
+            .unwrap()
+            .into_iter();
         verdicts
             .into_iter()
             .map(|v| match v {
@@ -185,8 +187,14 @@ fn small_requests_join_partly_used_gpus() {
     env.place(0, pod("x", &app(1, 4000), &[]), "GPU-2,NVIDIA,4000,0:;");
     // GPU-2 has 4192 MiB left: a 3000 MiB pod joins it rather than
     // opening an untouched GPU; a 5000 MiB pod cannot, and opens GPU-0.
-    assert_eq!(env.schedule(pod("a", &app(1, 3000), &[]), 0), "GPU-2,NVIDIA,3000,0:;");
-    assert_eq!(env.schedule(pod("b", &app(1, 5000), &[]), 0), "GPU-0,NVIDIA,5000,0:;");
+    assert_eq!(
+        env.schedule(pod("a", &app(1, 3000), &[]), 0),
+        "GPU-2,NVIDIA,3000,0:;"
+    );
+    assert_eq!(
+        env.schedule(pod("b", &app(1, 5000), &[]), 0),
+        "GPU-0,NVIDIA,5000,0:;"
+    );
     // HAMi's spread policy (its default) takes the least used GPU instead.
     let spread = pod("c", &app(1, 100), &[(GPU_POLICY, "spread")]);
     assert_eq!(env.bind(&spread, 0), "GPU-1,NVIDIA,100,0:;");
@@ -201,7 +209,11 @@ fn whole_gpus_percentages_and_exclusive_cores() {
     let whole = pod("w", "app:nvidia.com/gpu=1", &[]);
     assert_eq!(env.schedule(whole, 0), "GPU-0,NVIDIA,7680,100:;");
     // A percentage of the registered memory.
-    let pct = pod("p", "app:nvidia.com/gpu=1,nvidia.com/gpumem-percentage=50", &[]);
+    let pct = pod(
+        "p",
+        "app:nvidia.com/gpu=1,nvidia.com/gpumem-percentage=50",
+        &[],
+    );
     assert_eq!(env.schedule(pct, 0), "GPU-1,NVIDIA,3840,0:;");
     // Both GPUs are in use now: a full-memory pod fits nowhere.
     assert_eq!(
@@ -211,7 +223,11 @@ fn whole_gpus_percentages_and_exclusive_cores() {
     // gpucores 100 on a GPU already in use: HAMi's exclusive conflict.
     let env = Env::new("{}", vec![hami_node(0, 1, 8192)]);
     env.place(0, pod("s", &app(1, 10), &[]), "GPU-0,NVIDIA,10,0:;");
-    let excl = pod("e", "app:nvidia.com/gpu=1,nvidia.com/gpumem=100,nvidia.com/gpucores=100", &[]);
+    let excl = pod(
+        "e",
+        "app:nvidia.com/gpu=1,nvidia.com/gpumem=100,nvidia.com/gpucores=100",
+        &[],
+    );
     assert_eq!(
         env.eval(&excl)[0],
         Err(("Exclusive GPU in use".to_string(), false))
@@ -234,8 +250,14 @@ fn init_containers_and_empty_slots() {
     assert_eq!(devices, "GPU-0,NVIDIA,6000,0:;;GPU-0,NVIDIA,2000,0:;");
     // Held: the larger of init (6000) and app (2000) on GPU-0, so 2192 MiB
     // are left there: a 2500 MiB pod goes to GPU-1.
-    assert_eq!(env.bind(&pod("n", &app(1, 2500), &[]), 0), "GPU-1,NVIDIA,2500,0:;");
-    assert_eq!(env.bind(&pod("m", &app(1, 2000), &[]), 0), "GPU-0,NVIDIA,2000,0:;");
+    assert_eq!(
+        env.bind(&pod("n", &app(1, 2500), &[]), 0),
+        "GPU-1,NVIDIA,2500,0:;"
+    );
+    assert_eq!(
+        env.bind(&pod("m", &app(1, 2000), &[]), 0),
+        "GPU-0,NVIDIA,2000,0:;"
+    );
 }
 
 #[test]
@@ -251,11 +273,18 @@ fn usage_is_rebuilt_from_placed_pods_and_never_overcommitted() {
     // A fresh instance (a restart) sees the same usage from the pods.
     let env2 = Env::new("{}", vec![hami_node(0, 1, 8192)]);
     for i in 0..4 {
-        env2.place(0, pod(&format!("p{i}"), &app(1, 2048), &[]), "GPU-0,NVIDIA,2048,0:;");
+        env2.place(
+            0,
+            pod(&format!("p{i}"), &app(1, 2048), &[]),
+            "GPU-0,NVIDIA,2048,0:;",
+        );
     }
     assert!(env2.eval(&pod("more", &app(1, 1), &[]))[0].is_err());
     env2.remove(0, "p3");
-    assert_eq!(env2.bind(&pod("again", &app(1, 2048), &[]), 0), "GPU-0,NVIDIA,2048,0:;");
+    assert_eq!(
+        env2.bind(&pod("again", &app(1, 2048), &[]), 0),
+        "GPU-0,NVIDIA,2048,0:;"
+    );
     // vGPU slots: count 10 per GPU.
     let env3 = Env::new("{}", vec![hami_node(0, 1, 100_000)]);
     for i in 0..10 {
@@ -272,7 +301,10 @@ fn steering_annotations_and_device_state() {
     let reg = r#"[{"id":"GPU-a","count":10,"devmem":8192,"devcore":100,"type":"NVIDIA-Tesla-T4","health":true},
                   {"id":"GPU-b","index":1,"count":10,"devmem":8192,"devcore":100,"type":"NVIDIA-A100","health":true},
                   {"id":"GPU-c","index":2,"count":10,"devmem":8192,"devcore":100,"type":"NVIDIA-A100"}]"#;
-    let n = node("node-0", &[(REGISTER_ANNOTATION, reg), (CORDON_ANNOTATION, "GPU-b")]);
+    let n = node(
+        "node-0",
+        &[(REGISTER_ANNOTATION, reg), (CORDON_ANNOTATION, "GPU-b")],
+    );
     let env = Env::new("{}", vec![n]);
     let t4 = pod("t", &app(1, 100), &[(USE_GPUTYPE, "t4")]);
     assert_eq!(env.bind(&t4, 0), "GPU-a,NVIDIA,100,0:;");
@@ -301,18 +333,27 @@ fn multi_gpu_pods_take_the_best_linked_set_and_single_ones_the_least() {
                 format!(r#""GPU-{b}":{v}"#)
             })
             .collect();
-        scores.push(format!(r#"{{"uuid":"GPU-{a}","score":{{{}}}}}"#, s.join(",")));
+        scores.push(format!(
+            r#"{{"uuid":"GPU-{a}","score":{{{}}}}}"#,
+            s.join(",")
+        ));
     }
     let pairs = format!("[{}]", scores.join(","));
     let n = node(
         "node-0",
-        &[(REGISTER_ANNOTATION, &devices(4, 8192)), (SCORE_ANNOTATION, &pairs)],
+        &[
+            (REGISTER_ANNOTATION, &devices(4, 8192)),
+            (SCORE_ANNOTATION, &pairs),
+        ],
     );
     let env = Env::new("{}", vec![n]);
     // GPU-1 busy: a 2-GPU pod takes the linked pair 2-3, not 0-2.
     env.place(0, pod("x", &app(1, 8192), &[]), "GPU-1,NVIDIA,8192,100:;");
     let two = pod("t", "app:nvidia.com/gpu=2", &[]);
-    assert_eq!(env.bind(&two, 0), "GPU-2,NVIDIA,8192,100:GPU-3,NVIDIA,8192,100:;");
+    assert_eq!(
+        env.bind(&two, 0),
+        "GPU-2,NVIDIA,8192,100:GPU-3,NVIDIA,8192,100:;"
+    );
     // One whole GPU: GPU-0, whose partner is busy, keeps 2-3 whole.
     let one = pod("o", "app:nvidia.com/gpu=1", &[]);
     assert_eq!(env.bind(&one, 0), "GPU-0,NVIDIA,8192,100:;");
@@ -322,7 +363,11 @@ fn multi_gpu_pods_take_the_best_linked_set_and_single_ones_the_least() {
 fn numa_bind_keeps_a_container_on_one_numa_node() {
     // 8 GPUs, NUMA 0 = GPU-0..3, NUMA 1 = GPU-4..7; three of NUMA 0 busy.
     let env = Env::new("{}", vec![hami_node(0, 8, 8192)]);
-    env.place(0, pod("x", "app:nvidia.com/gpu=3", &[]), "GPU-0,NVIDIA,8192,100:GPU-1,NVIDIA,8192,100:GPU-2,NVIDIA,8192,100:;");
+    env.place(
+        0,
+        pod("x", "app:nvidia.com/gpu=3", &[]),
+        "GPU-0,NVIDIA,8192,100:GPU-1,NVIDIA,8192,100:GPU-2,NVIDIA,8192,100:;",
+    );
     let p = pod("n", "app:nvidia.com/gpu=2", &[(NUMA_BIND, "true")]);
     let devices = env.bind(&p, 0);
     assert!(!devices.contains("GPU-3"), "{devices}");
@@ -337,16 +382,27 @@ fn numa_bind_keeps_a_container_on_one_numa_node() {
 fn nodes_are_packed_and_whole_nodes_kept() {
     let env = Env::new(
         "{}",
-        vec![hami_node(0, 8, 40960), hami_node(1, 8, 40960), hami_node(2, 8, 40960)],
+        vec![
+            hami_node(0, 8, 40960),
+            hami_node(1, 8, 40960),
+            hami_node(2, 8, 40960),
+        ],
     );
     env.place(1, pod("x", &app(1, 10000), &[]), "GPU-5,NVIDIA,10000,0:;");
     let small = pod("s", &app(1, 10000), &[]);
     let v = env.eval(&small);
-    let (s0, s1, s2) = (v[0].clone().unwrap(), v[1].clone().unwrap(), v[2].clone().unwrap());
+    let (s0, s1, s2) = (
+        v[0].clone().unwrap(),
+        v[1].clone().unwrap(),
+        v[2].clone().unwrap(),
+    );
     assert!(s1 > s0 && s0 == s2, "binpack: {v:?}");
     let spread = pod("p", &app(1, 10000), &[(NODE_POLICY, "spread")]);
     let v = env.eval(&spread);
-    assert!(v[0].clone().unwrap() > v[1].clone().unwrap(), "spread: {v:?}");
+    assert!(
+        v[0].clone().unwrap() > v[1].clone().unwrap(),
+        "spread: {v:?}"
+    );
 }
 
 #[test]
@@ -355,17 +411,29 @@ fn other_nodes_and_bad_annotations() {
     let bad = node("node-2", &[(REGISTER_ANNOTATION, "garbage")]);
     let legacy = node(
         "node-3",
-        &[(REGISTER_ANNOTATION, "GPU-l,10,8192,100,NVIDIA-Tesla P4,0,true,0,hami-core:")],
+        &[(
+            REGISTER_ANNOTATION,
+            "GPU-l,10,8192,100,NVIDIA-Tesla P4,0,true,0,hami-core:",
+        )],
     );
     let env = Env::new("{}", vec![hami_node(0, 1, 8192), plain, bad, legacy]);
     let v = env.eval(&pod("a", &app(1, 1000), &[]));
     assert!(v[0].is_ok() && v[3].is_ok(), "{v:?}");
-    assert_eq!(v[1], Err(("Node has no HAMi-shared GPUs".to_string(), true)));
+    assert_eq!(
+        v[1],
+        Err(("Node has no HAMi-shared GPUs".to_string(), true))
+    );
     assert_eq!(
         v[2],
-        Err(("invalid node annotation hami.io/node-nvidia-register".to_string(), true))
+        Err((
+            "invalid node annotation hami.io/node-nvidia-register".to_string(),
+            true
+        ))
     );
-    assert_eq!(env.bind(&pod("a", &app(1, 1000), &[]), 3), "GPU-l,NVIDIA,1000,0:;");
+    assert_eq!(
+        env.bind(&pod("a", &app(1, 1000), &[]), 3),
+        "GPU-l,NVIDIA,1000,0:;"
+    );
     // A pod placed with an unreadable device string: the node takes no
     // new vGPU until it leaves.
     env.place(0, pod("b", &app(1, 1000), &[]), "GPU-0,NVIDIA,lots,0:;");
@@ -379,8 +447,10 @@ fn other_nodes_and_bad_annotations() {
 
 #[test]
 fn args_and_interests() {
-    runtime::init::<GpuTopology>(r#"{"hami": {"gpuPolicy": "spread", "nodePolicy": "spread", "defaultCores": 20}}"#)
-        .unwrap();
+    runtime::init::<GpuTopology>(
+        r#"{"hami": {"gpuPolicy": "spread", "nodePolicy": "spread", "defaultCores": 20}}"#,
+    )
+    .unwrap();
     let e = runtime::init::<GpuTopology>(r#"{"hami": {"defaultCores": 200}}"#).unwrap_err();
     assert!(e.contains("hami.defaultCores"), "{e}");
     let e = runtime::init::<GpuTopology>(r#"{"hami": {"gpuPolicy": "tight"}}"#).unwrap_err();
@@ -394,5 +464,7 @@ fn args_and_interests() {
     let wasmsched_plugin_sdk::types::KeySelector::Keys(keys) = i.pod_annotations else {
         panic!("pod annotation keys");
     };
-    assert!(keys.contains(&CONTAINER_RESOURCES.to_string()) && keys.contains(&ALLOCATED.to_string()));
+    assert!(
+        keys.contains(&CONTAINER_RESOURCES.to_string()) && keys.contains(&ALLOCATED.to_string())
+    );
 }

@@ -37,12 +37,18 @@ fn decode_device(entry: &str, annotation: &'static str) -> Result<ContainerDevic
             format!("device {entry:?}: missing UUID or type"),
         ));
     }
-    let mem = f[2]
-        .parse::<u32>()
-        .map_err(|_| bad(annotation, format!("device {entry:?}: invalid memory {:?}", f[2])))?;
-    let cores = f[3]
-        .parse::<u32>()
-        .map_err(|_| bad(annotation, format!("device {entry:?}: invalid cores {:?}", f[3])))?;
+    let mem = f[2].parse::<u32>().map_err(|_| {
+        bad(
+            annotation,
+            format!("device {entry:?}: invalid memory {:?}", f[2]),
+        )
+    })?;
+    let cores = f[3].parse::<u32>().map_err(|_| {
+        bad(
+            annotation,
+            format!("device {entry:?}: invalid cores {:?}", f[3]),
+        )
+    })?;
     Ok(ContainerDevice {
         uuid: f[0].to_string(),
         vendor: f[1].to_string(),

@@ -50,11 +50,7 @@ pub fn encode_container_resources(containers: &[ContainerResources]) -> String {
                 .iter()
                 .map(|(n, v)| format!("{n}={v}"))
                 .collect();
-            format!(
-                "{}:{}",
-                if c.init { "init" } else { "app" },
-                res.join(",")
-            )
+            format!("{}:{}", if c.init { "init" } else { "app" }, res.join(","))
         })
         .collect::<Vec<_>>()
         .join(";")

@@ -41,8 +41,14 @@ fn register_json_omitted_fields_are_zero_and_unhealthy() {
              {\"index\":2,\"id\":\"id-2\",\"count\":2,\"devmem\":4096,\"devcore\":20,\"type\":\"type2\",\"health\":false}]\n";
     let d = parse_register(v).unwrap();
     assert_eq!(d.len(), 2);
-    assert_eq!((d[0].index, d[0].count, d[0].devmem, d[0].devcore), (1, 1, 1024, 10));
-    assert_eq!((d[0].numa, d[0].health, d[0].mode.as_str()), (0, true, "hami-core"));
+    assert_eq!(
+        (d[0].index, d[0].count, d[0].devmem, d[0].devcore),
+        (1, 1, 1024, 10)
+    );
+    assert_eq!(
+        (d[0].numa, d[0].health, d[0].mode.as_str()),
+        (0, true, "hami-core")
+    );
     assert_eq!((d[1].index, d[1].devmem, d[1].health), (2, 4096, false));
     let no_health = parse_register(r#"[{"id":"g","count":10,"devmem":1,"devcore":100}]"#).unwrap();
     assert!(!no_health[0].health);
@@ -53,7 +59,10 @@ fn register_legacy_seven_and_nine_fields() {
     // Test_DecodeNodeDevices: "str is old format" / "str is new format".
     let old = parse_register(&format!("{P4},10,7680,100,NVIDIA-Tesla P4,0,true:")).unwrap();
     assert_eq!(old, vec![device(P4, 0, 10, 7680, "NVIDIA-Tesla P4", true)]);
-    let new = parse_register(&format!("{P4},10,7680,100,NVIDIA-Tesla P4,0,true,1,hami-core:")).unwrap();
+    let new = parse_register(&format!(
+        "{P4},10,7680,100,NVIDIA-Tesla P4,0,true,1,hami-core:"
+    ))
+    .unwrap();
     assert_eq!(new, vec![device(P4, 1, 10, 7680, "NVIDIA-Tesla P4", true)]);
     // Test_EncodeNodeDevices writes the 9-field form back.
     assert_eq!(
@@ -140,7 +149,10 @@ fn pod_devices_two_containers_and_trailing_slot() {
 #[test]
 fn pod_devices_coding_from_hami_roundtrips() {
     // TestPodDevicesCoding: one container with two devices; empty pod.
-    let two = vec![vec![cd("UUID1", "Type1", 1000, 30), cd("UUID2", "Type1", 1000, 30)]];
+    let two = vec![vec![
+        cd("UUID1", "Type1", 1000, 30),
+        cd("UUID2", "Type1", 1000, 30),
+    ]];
     let s = encode_pod_devices(&two);
     assert_eq!(s, "UUID1,Type1,1000,30:UUID2,Type1,1000,30:;");
     let back = decode_pod_devices(&s, TO_ALLOCATE).unwrap();
@@ -162,7 +174,10 @@ fn pod_devices_init_container_and_empty_slots() {
     assert_eq!(offset.len(), 4);
     assert!(offset[0].is_empty() && offset[1].is_empty() && offset[3].is_empty());
     assert_eq!(offset[2], vec![cd("GPU-main1", "NVIDIA", 2000, 50)]);
-    assert_eq!(encode_pod_devices(&offset[..3]), ";;GPU-main1,NVIDIA,2000,50:;");
+    assert_eq!(
+        encode_pod_devices(&offset[..3]),
+        ";;GPU-main1,NVIDIA,2000,50:;"
+    );
     let none = decode_pod_devices(";;", TO_ALLOCATE).unwrap();
     assert_eq!(none, vec![vec![], vec![], vec![]]);
 }
@@ -180,7 +195,8 @@ fn pod_device_errors() {
 fn pod_usage_counts_init_containers_as_hami_does() {
     // One init container on GPU-a (4000 MiB, 50%), two app containers on
     // GPU-a (1000 + 1500 MiB, 30 + 30%) and one on GPU-b.
-    let v = "GPU-a,NVIDIA,4000,50:;GPU-a,NVIDIA,1000,30:;GPU-a,NVIDIA,1500,30:GPU-b,NVIDIA,700,10:;";
+    let v =
+        "GPU-a,NVIDIA,4000,50:;GPU-a,NVIDIA,1000,30:;GPU-a,NVIDIA,1500,30:GPU-b,NVIDIA,700,10:;";
     let u = pod_usage(v, 1).unwrap();
     assert_eq!(
         u,
@@ -223,7 +239,10 @@ fn requests_with_hami_defaults() {
     // Only a count: the whole device (100%) and, as HAMi's webhook, an
     // exclusive GPU.
     let whole = req(&[(RESOURCE_COUNT, 2)]).unwrap();
-    assert_eq!((whole.nums, whole.mem, whole.mem_pct, whole.cores), (2, 0, 100, 100));
+    assert_eq!(
+        (whole.nums, whole.mem, whole.mem_pct, whole.cores),
+        (2, 0, 100, 100)
+    );
     assert_eq!(whole.memory_on(8192), 8192);
     // examples/nvidia/example.yaml: 1 GPU, 3000 MiB: shared, no core cap.
     let shared = req(&[(RESOURCE_COUNT, 1), (RESOURCE_MEMORY, 3000)]).unwrap();
@@ -234,10 +253,25 @@ fn requests_with_hami_defaults() {
     assert_eq!((pct.mem, pct.mem_pct, pct.cores), (0, 50, 0));
     assert_eq!(pct.memory_on(7680), 3840);
     // 100% of memory is exclusive; explicit cores win.
-    assert_eq!(req(&[(RESOURCE_COUNT, 1), (RESOURCE_MEMORY_PERCENTAGE, 100)]).unwrap().cores, 100);
-    let cores = req(&[(RESOURCE_COUNT, 1), (RESOURCE_MEMORY, 500), (RESOURCE_CORES, 30)]).unwrap();
+    assert_eq!(
+        req(&[(RESOURCE_COUNT, 1), (RESOURCE_MEMORY_PERCENTAGE, 100)])
+            .unwrap()
+            .cores,
+        100
+    );
+    let cores = req(&[
+        (RESOURCE_COUNT, 1),
+        (RESOURCE_MEMORY, 500),
+        (RESOURCE_CORES, 30),
+    ])
+    .unwrap();
     assert_eq!(cores.cores, 30);
-    assert_eq!(req(&[(RESOURCE_COUNT, 1), (RESOURCE_CORES, 150)]).unwrap().cores_capped(), 100);
+    assert_eq!(
+        req(&[(RESOURCE_COUNT, 1), (RESOURCE_CORES, 150)])
+            .unwrap()
+            .cores_capped(),
+        100
+    );
     // No count, or a zero count: no vGPU.
     assert_eq!(req(&[(RESOURCE_MEMORY, 3000)]), None);
     assert_eq!(req(&[(RESOURCE_COUNT, 0)]), None);
@@ -273,7 +307,14 @@ fn node_usage_adds_and_removes_pods() {
     assert!(n.devices[1].cordoned && !n.devices[0].cordoned);
     let u = pod_usage("GPU-0,NVIDIA,3000,30:;", 0).unwrap();
     n.apply(&u, true);
-    assert_eq!((n.devices[0].used, n.devices[0].free_mem(), n.devices[0].free_cores()), (1, 5192, 70));
+    assert_eq!(
+        (
+            n.devices[0].used,
+            n.devices[0].free_mem(),
+            n.devices[0].free_cores()
+        ),
+        (1, 5192, 70)
+    );
     assert_eq!(n.untouched(), 1);
     n.apply(&u, false);
     assert_eq!(n.untouched(), 2);
