@@ -416,8 +416,8 @@ fn profiles_lists_the_built_in_gpu_scheduler() {
          PodTopologySpread (weight 2), InterPodAffinity (weight 2), NodeResourcesBalancedAllocation (weight 1), \
          GpuTopology (weight 3), NetworkLocality (weight 2)"
     );
-    assert_eq!(lines[3], "  reserve: VolumeBinding");
-    assert_eq!(lines[4], "  prebind: VolumeBinding");
+    assert_eq!(lines[3], "  reserve: VolumeBinding, GpuTopology, HAMiNodeLock");
+    assert_eq!(lines[4], "  prebind: VolumeBinding, GpuTopology, HAMiNodeLock");
     assert_eq!(lines[5], "  bind: DefaultBinder");
     assert!(
         lines[6].starts_with("wasm plugin GpuTopology: "),
@@ -442,8 +442,8 @@ fn profiles_of_a_configuration_file() {
          NodeResourcesFit, VolumeRestrictions, NodeVolumeLimits, VolumeBinding, VolumeZone, PodTopologySpread, \
          InterPodAffinity\n  score:  TaintToleration (weight 3), \
          NodeAffinity (weight 2), NodeResourcesFit (weight 1), PodTopologySpread (weight 2), \
-         InterPodAffinity (weight 2), NodeResourcesBalancedAllocation (weight 1)\n  reserve: VolumeBinding\n  \
-         prebind: VolumeBinding\n  bind: DefaultBinder\n"
+         InterPodAffinity (weight 2), NodeResourcesBalancedAllocation (weight 1)\n  reserve: VolumeBinding, HAMiNodeLock\n  \
+         prebind: VolumeBinding, HAMiNodeLock\n  bind: DefaultBinder\n"
     );
 }
 
