@@ -221,6 +221,11 @@ struct BenchArgs {
     /// Seed of the generator and the tie-break.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Give every pod a `kubectl.kubernetes.io/last-applied-configuration`
+    /// annotation of this many bytes (what `kubectl apply` leaves on real
+    /// pods), to show the plugins' memory does not grow with it.
+    #[arg(long, default_value_t = 0)]
+    annotation_bytes: usize,
     /// Which plugins run.
     #[arg(long, value_enum, default_value_t = wasmsched::bench::Scenario::Wasm)]
     scenario: wasmsched::bench::Scenario,
@@ -591,6 +596,7 @@ fn bench(a: BenchArgs) -> Result<ExitCode> {
             nodes: a.nodes,
             pods: a.pods,
             seed: a.seed,
+            annotation_bytes: a.annotation_bytes,
         };
         let r = bench::run(
             spec,
@@ -607,6 +613,12 @@ fn bench(a: BenchArgs) -> Result<ExitCode> {
                 );
                 for (plugin, point, ms, calls) in &r.plugins {
                     println!("  {plugin:<34} {point:<10} {ms:>10.1} ms  {calls:>9} calls");
+                }
+                for (plugin, bytes) in &r.plugin_memory {
+                    println!(
+                        "  {plugin:<34} linear memory per instance: {:.1} MiB",
+                        *bytes as f64 / (1u64 << 20) as f64
+                    );
                 }
             }
         }
@@ -643,6 +655,7 @@ fn bench(a: BenchArgs) -> Result<ExitCode> {
                 "--workers",
                 &workers.to_string(),
             ])
+            .args(["--annotation-bytes", &a.annotation_bytes.to_string()])
             .stderr(std::process::Stdio::inherit())
             .output()?;
         anyhow::ensure!(out.status.success(), "bench {name} x{workers} failed");

@@ -7,6 +7,7 @@ const SMALL: Spec = Spec {
     nodes: 60,
     pods: 120,
     seed: 7,
+    annotation_bytes: 0,
 };
 
 #[test]
@@ -64,6 +65,28 @@ fn scenarios_run_the_plugins_they_name() {
     assert!(!has(&core, "GpuTopology") && !has(&core, "NetworkLocality"));
     assert!(has(&wasm, "GpuTopology") && has(&wasm, "NetworkLocality"));
     assert!(has(&core, "NodeResourcesFit") && has(&wasm, "NodeResourcesFit"));
+}
+
+/// Key interests: the built-in policies declare the keys they read, so a
+/// large annotation on every pod (kubectl's last-applied-configuration)
+/// never reaches their memory.
+#[test]
+fn plugin_memory_does_not_grow_with_pod_annotations() {
+    let plain = bench::run(SMALL, Scenario::Wasm, 1, false).unwrap();
+    let annotated = Spec {
+        annotation_bytes: 32 << 10,
+        ..SMALL
+    };
+    let big = bench::run(annotated, Scenario::Wasm, 1, false).unwrap();
+    assert_eq!(plain.plugin_memory.len(), 2, "{:?}", plain.plugin_memory);
+    for ((plugin, before), (_, after)) in plain.plugin_memory.iter().zip(&big.plugin_memory) {
+        assert!(*before > 0, "{plugin}: no memory measured");
+        // 120 pods x 32 KiB = 3.75 MiB of annotations, if kept.
+        assert!(
+            *after <= before + (1 << 20),
+            "{plugin}: {before} bytes without the annotation, {after} with it"
+        );
+    }
 }
 
 #[cfg(not(feature = "native-builtins"))]

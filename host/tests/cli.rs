@@ -416,8 +416,14 @@ fn profiles_lists_the_built_in_gpu_scheduler() {
          PodTopologySpread (weight 2), InterPodAffinity (weight 2), NodeResourcesBalancedAllocation (weight 1), \
          GpuTopology (weight 3), NetworkLocality (weight 2)"
     );
-    assert_eq!(lines[3], "  reserve: VolumeBinding, GpuTopology, HAMiNodeLock");
-    assert_eq!(lines[4], "  prebind: VolumeBinding, GpuTopology, HAMiNodeLock");
+    assert_eq!(
+        lines[3],
+        "  reserve: VolumeBinding, GpuTopology, HAMiNodeLock"
+    );
+    assert_eq!(
+        lines[4],
+        "  prebind: VolumeBinding, GpuTopology, HAMiNodeLock"
+    );
     assert_eq!(lines[5], "  bind: DefaultBinder");
     assert!(
         lines[6].starts_with("wasm plugin GpuTopology: "),

@@ -18,6 +18,8 @@ pub struct Spec {
     pub nodes: usize,
     pub pods: usize,
     pub seed: u64,
+    /// Bytes of a `last-applied-configuration` annotation on every pod.
+    pub annotation_bytes: usize,
 }
 
 const ZONES: [(&str, &str); 3] = [
@@ -72,6 +74,10 @@ pub fn generate(spec: Spec) -> Manifests {
         let svc = rng.random_range(0..SERVICES);
         let app = format!("svc-{svc:02}");
         let mut annotations = json!({});
+        if spec.annotation_bytes > 0 {
+            annotations["kubectl.kubernetes.io/last-applied-configuration"] =
+                json!("x".repeat(spec.annotation_bytes));
+        }
         let mut limits = json!({});
         let cpu = format!("{}m", rng.random_range(1..=8) * 250);
         let mem = format!("{}Mi", rng.random_range(1..=8) * 512);

@@ -45,6 +45,9 @@ pub struct BenchResult {
     pub peak_rss_mib: f64,
     /// (plugin, extension point, total ms, calls)
     pub plugins: Vec<(String, String, f64, u64)>,
+    /// (wasm plugin, the most linear memory one of its instances had, bytes)
+    #[serde(default)]
+    pub plugin_memory: Vec<(String, u64)>,
 }
 
 fn config_for(scenario: Scenario, workers: usize) -> ConfigFile {
@@ -182,5 +185,11 @@ pub fn run(
         p99_ms: pct(0.99),
         peak_rss_mib: peak_rss_mib(),
         plugins,
+        plugin_memory: fw
+            .profile()
+            .members
+            .iter()
+            .filter_map(|p| Some((p.name().to_string(), p.health()?.memory_bytes)))
+            .collect(),
     })
 }

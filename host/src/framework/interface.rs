@@ -73,6 +73,9 @@ pub struct PluginHealth {
     pub instances: u64,
     /// The most recent failure, with its cause.
     pub last_failure: Option<String>,
+    /// The most linear memory one instance has had, bytes (0 for a plugin
+    /// without instances).
+    pub memory_bytes: u64,
 }
 
 /// Every plugin has a name.

@@ -208,6 +208,13 @@ impl PluginHealthCollector {
                 Default::default(),
             )
             .expect("valid desc"),
+            Desc::new(
+                "wasmsched_plugin_memory_bytes".into(),
+                "The most linear memory one instance of the wasm plugin has had (its resident state), bytes.".into(),
+                vec!["profile".into(), "plugin".into()],
+                Default::default(),
+            )
+            .expect("valid desc"),
         ];
         Self { scheduler, descs }
     }
@@ -229,6 +236,11 @@ impl Collector for PluginHealthCollector {
             "Wasm plugin instances started (each failure replaces one), since the plugin version was loaded.",
             &["profile", "plugin"],
         );
+        let memory = IntGaugeVec::new(
+            Opts::new("wasmsched_plugin_memory_bytes", "The most linear memory one instance of the wasm plugin has had (its resident state), bytes."),
+            &["profile", "plugin"],
+        )
+        .expect("valid gauge");
         for fw in &self.scheduler.profiles {
             for p in &fw.profile().members {
                 let Some(health) = p.health() else { continue };
@@ -245,10 +257,14 @@ impl Collector for PluginHealthCollector {
                 instances
                     .with_label_values(&labels)
                     .inc_by(health.instances);
+                memory
+                    .with_label_values(&labels)
+                    .set(i64::try_from(health.memory_bytes).unwrap_or(i64::MAX));
             }
         }
         let mut out = errors.collect();
         out.extend(instances.collect());
+        out.extend(memory.collect());
         out
     }
 }

@@ -16,16 +16,19 @@ use super::module::PluginModule;
 use super::output::{GuestOutput, Level, PluginLog};
 
 /// Caps a store's linear memories and tables, and remembers whether it had
-/// to refuse growth (so the resulting trap is reported as a memory error).
+/// to refuse growth (so the resulting trap is reported as a memory error)
+/// and how large the memories are.
 pub struct Limiter {
     max_memory: usize,
     pub hit: bool,
+    /// Bytes of linear memory the instance has (all its memories).
+    pub memory: usize,
 }
 
 impl ResourceLimiter for Limiter {
     fn memory_growing(
         &mut self,
-        _current: usize,
+        current: usize,
         desired: usize,
         _max: Option<usize>,
     ) -> wasmtime::Result<bool> {
@@ -33,6 +36,7 @@ impl ResourceLimiter for Limiter {
             self.hit = true;
             return Ok(false);
         }
+        self.memory = self.memory.saturating_add(desired.saturating_sub(current));
         Ok(true)
     }
 
@@ -141,6 +145,7 @@ impl Instance {
             limiter: Limiter {
                 max_memory: limits.memory,
                 hit: false,
+                memory: 0,
             },
             log,
         };
@@ -183,6 +188,11 @@ impl Instance {
             })?;
         inst.interests = inst.key_interests()?;
         Ok(inst)
+    }
+
+    /// Bytes of linear memory the instance has now.
+    pub fn memory_bytes(&self) -> usize {
+        self.store.data().limiter.memory
     }
 
     /// Runs one guest call under the deadline, classifying failures.

@@ -47,6 +47,8 @@ pub struct PluginStats {
     pub skips: AtomicU64,
     pub instances_created: AtomicU64,
     pub last_failure: Mutex<Option<String>>,
+    /// The most linear memory one instance has had, bytes.
+    pub peak_memory: AtomicU64,
 }
 
 impl PluginStats {
@@ -126,6 +128,7 @@ impl WasmPlugin {
             skips: self.stats.skips.load(Ordering::Relaxed),
             instances: self.stats.instances_created.load(Ordering::Relaxed),
             last_failure: self.stats.last_failure.lock().clone(),
+            memory_bytes: self.stats.peak_memory.load(Ordering::Relaxed),
         }
     }
 
@@ -202,6 +205,9 @@ impl WasmPlugin {
             inst.apply(&deltas, false)?;
         }
         inst.applied = generation;
+        self.stats
+            .peak_memory
+            .fetch_max(inst.memory_bytes() as u64, Ordering::Relaxed);
         Ok(())
     }
 

@@ -5,14 +5,15 @@ use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 
 use serde_json::{Map, Value};
-use wasmsched_plugin_sdk::types::{CyclePlan, Delta, LogLevel, Pod};
+use wasmsched_plugin_sdk::types::{CyclePlan, Delta, KeyInterests, KeySelector, LogLevel, Pod};
 use wasmsched_plugin_sdk::{
     export_plugin, log, reject_unresolvable, Cluster, NodeState, Plugin, Rejection,
 };
 
 use crate::locality::{
-    CostModel, Costs, LabelLookup, Location, MaxDistance, PeerSpec, PEERS_ANNOTATION,
-    PEER_NAMESPACES_ANNOTATION,
+    CostModel, Costs, LabelLookup, Location, MaxDistance, PeerSpec, LEGACY_REGION_LABEL,
+    LEGACY_ZONE_LABEL, MAX_DISTANCE_ANNOTATION, PEERS_ANNOTATION, PEER_NAMESPACES_ANNOTATION,
+    REGION_LABEL, ZONE_LABEL,
 };
 
 /// Largest cost an arg may set.
@@ -240,6 +241,10 @@ impl NetworkLocality {
 impl Plugin for NetworkLocality {
     type Cycle = Cycle;
 
+    fn interests(&self) -> KeyInterests {
+        interests()
+    }
+
     fn init(args: &str) -> Result<Self, String> {
         Ok(Self {
             model: parse_args(args)?,
@@ -445,4 +450,25 @@ pub fn normalize_costs(scores: &mut [i64]) {
     }
 }
 
-export_plugin!(NetworkLocality: filter, score);
+/// The keys the plugin reads: peers' selectors match any pod label; of
+/// annotations only its own three, of nodes only the zone and region labels.
+fn interests() -> KeyInterests {
+    let keys = |k: &[&str]| KeySelector::Keys(k.iter().map(|s| s.to_string()).collect());
+    KeyInterests {
+        pod_labels: KeySelector::All,
+        pod_annotations: keys(&[
+            PEERS_ANNOTATION,
+            PEER_NAMESPACES_ANNOTATION,
+            MAX_DISTANCE_ANNOTATION,
+        ]),
+        node_labels: keys(&[
+            ZONE_LABEL,
+            REGION_LABEL,
+            LEGACY_ZONE_LABEL,
+            LEGACY_REGION_LABEL,
+        ]),
+        node_annotations: KeySelector::None,
+    }
+}
+
+export_plugin!(NetworkLocality: filter, score, interests);

@@ -205,7 +205,8 @@ pub trait Plugin: Sized + 'static {
 /// implements; the component then exports exactly those:
 /// `export_plugin!(T: filter)`, `export_plugin!(T: score)`,
 /// `export_plugin!(T: filter, score)` (also exports NormalizeScore, which
-/// calls [`Plugin::normalize`]), `export_plugin!(T: deletion_cost)`,
+/// calls [`Plugin::normalize`]), `export_plugin!(T: filter, score, interests)`
+/// (adds key interests: [`Plugin::interests`]), `export_plugin!(T: deletion_cost)`,
 /// `export_plugin!(T: filter, score, reserve, pre_bind, interests)` (adds
 /// Reserve, PreBind output and key interests: [`Plugin::reserve`],
 /// [`Plugin::pre_bind`], [`Plugin::interests`]).
@@ -219,6 +220,13 @@ macro_rules! export_plugin {
     };
     ($plugin:ty: filter, score) => {
         $crate::__export_world!($plugin, "filter-score-plugin", [filter, score, normalize]);
+    };
+    ($plugin:ty: filter, score, interests) => {
+        $crate::__export_world!(
+            $plugin,
+            "filter-score-interests-plugin",
+            [filter, score, normalize, interests]
+        );
     };
     ($plugin:ty: deletion_cost) => {
         $crate::__export_world!($plugin, "deletion-cost-plugin", [deletion_cost]);
