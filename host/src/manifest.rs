@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 use k8s_openapi::api::core::v1 as k8s;
 use thiserror::Error;
 
-use crate::model::{ModelError, Node, Pod};
+use crate::model::pod_group::PodGroupObject;
+use crate::model::{ModelError, Node, Pod, PodGroup};
 
 /// A manifest that cannot be used: the file, the document and the cause.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
@@ -25,6 +26,8 @@ pub struct ManifestError {
 pub struct Manifests {
     pub nodes: Vec<Node>,
     pub pods: Vec<Pod>,
+    /// PodGroups (`scheduling.x-k8s.io`), for the Coscheduling plugin.
+    pub pod_groups: Vec<PodGroup>,
     /// Kinds skipped, with counts (reported at debug level).
     pub skipped: HashMap<String, usize>,
 }
@@ -126,6 +129,14 @@ fn load_file(
                 }
                 out.pods.push(p);
             }
+            "PodGroup" => {
+                let g: PodGroupObject = decode(obj).map_err(|c| fail(at.clone(), c))?;
+                let g = PodGroup::from_object(&g).map_err(|e| fail(at.clone(), model_cause(e)))?;
+                if out.pod_groups.iter().any(|x| x.key() == g.key()) {
+                    return Err(fail(at, format!("duplicate PodGroup {}", g.key())));
+                }
+                out.pod_groups.push(g);
+            }
             other => *out.skipped.entry(other.to_string()).or_insert(0) += 1,
         }
     }
@@ -181,7 +192,7 @@ fn object_label(kind: &str, obj: &serde_yaml::Value) -> String {
         .and_then(|m| m.get("namespace"))
         .and_then(|n| n.as_str())
     {
-        Some(ns) if kind == "Pod" => format!("{kind} {ns}/{name}"),
+        Some(ns) if kind == "Pod" || kind == "PodGroup" => format!("{kind} {ns}/{name}"),
         _ => format!("{kind} {name}"),
     }
 }

@@ -1,6 +1,8 @@
 //! `wasmsched simulate`: runs the real scheduling framework over Nodes and
 //! Pods read from manifests, on a virtual clock, and reports placements.
 
+pub mod pod_groups;
+
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -69,6 +71,10 @@ pub struct Report {
     /// no pod declares peers.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub traffic: Option<Traffic>,
+    /// Pod groups (when a profile runs Coscheduling): status, domains,
+    /// members.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pod_groups: Vec<pod_groups::GroupReport>,
 }
 
 /// Weighted peer pairs of the final placement, by distance.
@@ -174,6 +180,11 @@ pub fn run(
         failed_at: HashMap::new(),
     };
     sim.check_explain(&manifests)?;
+    let groups = &scheduler.pod_groups;
+    if groups.enabled() {
+        groups.reset();
+        sim.cache.queue.set_sort(groups.clone());
+    }
     sim.load(manifests);
     sim.schedule_all();
     Ok(sim.finish())
@@ -225,6 +236,15 @@ impl<'a> Simulation<'a> {
     /// Nodes, bound pods and the pending pods a profile serves, into the
     /// cache as the watches would deliver them.
     fn load(&mut self, manifests: Manifests) {
+        let groups = &self.scheduler.pod_groups;
+        if groups.enabled() {
+            for g in manifests.pod_groups {
+                groups.apply_group(&g.key(), Ok(g));
+            }
+            for pod in &manifests.pods {
+                groups.apply_pod(pod, false);
+            }
+        }
         for n in manifests.nodes {
             self.cache.node_applied(n, 0);
         }
@@ -252,6 +272,11 @@ impl<'a> Simulation<'a> {
     fn schedule_all(&mut self) {
         loop {
             self.end_waits();
+            let groups = &self.scheduler.pod_groups;
+            if groups.enabled() {
+                let activate = groups.take_activations(self.now);
+                self.cache.queue.activate(&activate);
+            }
             let Some(pod) = self.cache.pop(self.now) else {
                 match self.next_event() {
                     Some(t) => {
@@ -382,6 +407,10 @@ impl<'a> Simulation<'a> {
         }
         self.report.plugin_health = plugin_health(self.scheduler);
         self.report.traffic = traffic(&self.cache.snapshot);
+        if self.scheduler.pod_groups.enabled() {
+            self.report.pod_groups =
+                pod_groups::report(&self.scheduler.pod_groups, &self.cache.snapshot);
+        }
         self.report
     }
 }

@@ -27,6 +27,8 @@ registry! {
         points: [Score], weight: 1, default: true;
     native "DefaultBinder" => plugins::default_binder::new,
         points: [Bind], weight: 0, default: true;
+    native "Coscheduling" => plugins::coscheduling::new,
+        points: [PreFilter, Filter, PostFilter, Reserve, Permit, PostBind], weight: 0, default: false;
     wasm "GpuTopology" => "gpu-topology",
         points: [PreFilter, Filter, PreScore, Score], weight: 3, default: true;
     wasm "NetworkLocality" => "network-locality",

@@ -6,6 +6,7 @@
 
 pub mod node;
 pub mod pod;
+pub mod pod_group;
 /// One quantity parser for the scheduler and its plugins (`wasmsched-shared`).
 pub use wasmsched_shared::quantity;
 pub mod resources;
@@ -13,6 +14,7 @@ pub mod selector;
 
 pub use node::{Node, Taint};
 pub use pod::{Pod, Toleration};
+pub use pod_group::PodGroup;
 pub use resources::Resources;
 
 use thiserror::Error;
