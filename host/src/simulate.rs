@@ -178,6 +178,7 @@ pub fn run(
         now: 0,
         last_failure: HashMap::new(),
         failed_at: HashMap::new(),
+        futile_waits: 0,
     };
     sim.check_explain(&manifests)?;
     let groups = &scheduler.pod_groups;
@@ -201,7 +202,15 @@ struct Simulation<'a> {
     last_failure: HashMap<String, (String, String)>,
     /// uid -> the snapshot generation of the pod's last failed attempt.
     failed_at: HashMap<String, u64>,
+    /// Permit waits that ended in a rejection since the last binding.
+    futile_waits: u32,
 }
+
+/// Rounds of Permit waits that end in rejections with no pod bound in
+/// between after which the simulation stops: members that reserve, wait,
+/// time out and release the same capacity again would repeat forever on
+/// the virtual clock (the pods left keep their last failure).
+const MAX_FUTILE_WAITS: u32 = 3;
 
 impl<'a> Simulation<'a> {
     fn profile_for(&self, scheduler_name: &str) -> Option<&'a Framework> {
@@ -272,6 +281,9 @@ impl<'a> Simulation<'a> {
     fn schedule_all(&mut self) {
         loop {
             self.end_waits();
+            if self.futile_waits >= MAX_FUTILE_WAITS {
+                break;
+            }
             let groups = &self.scheduler.pod_groups;
             if groups.enabled() {
                 let activate = groups.take_activations(self.now);
@@ -360,6 +372,7 @@ impl<'a> Simulation<'a> {
             .pod_applied((*a.pod).clone(), false, |_| true, self.now);
         self.cache.snapshot.compact_log();
         fw.bound(&a);
+        self.futile_waits = 0;
         self.last_failure.remove(&uid);
         self.report.scheduled.push(ScheduledPod {
             namespace: a.pod.namespace.clone(),
@@ -372,6 +385,7 @@ impl<'a> Simulation<'a> {
 
     /// Pods whose Permit wait ended: bound, or unreserved.
     fn end_waits(&mut self) {
+        let mut rejected = false;
         for fw in &self.scheduler.profiles {
             for (a, end) in fw.waiting.take_decided(self.now) {
                 match end {
@@ -380,9 +394,13 @@ impl<'a> Simulation<'a> {
                         fw.unassume(&a, &mut self.cache, self.now, true);
                         let profile = fw.scheduler_name().to_string();
                         self.failed(&a.pod, reason, profile);
+                        rejected = true;
                     }
                 }
             }
+        }
+        if rejected {
+            self.futile_waits += 1;
         }
     }
 

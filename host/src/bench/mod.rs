@@ -1,6 +1,7 @@
 //! `wasmsched bench`: the scheduling engine on synthetic clusters, in
 //! process, with the numbers the performance targets are stated in.
 
+pub mod gangs;
 pub mod generate;
 #[cfg(feature = "native-builtins")]
 pub mod native;

@@ -20,6 +20,7 @@ pub mod events;
 pub mod informer;
 pub mod leader;
 pub mod metrics;
+pub mod pod_groups;
 pub mod scheduling;
 pub mod server;
 
@@ -46,6 +47,8 @@ pub struct Shared {
     pub stopping: AtomicBool,
     pub nodes_synced: AtomicBool,
     pub pods_synced: AtomicBool,
+    /// PodGroups listed (always true when no profile runs Coscheduling).
+    pub pod_groups_synced: AtomicBool,
     start: Instant,
     /// When the scheduling loop last turned (ms since start).
     loop_seen_ms: AtomicU64,
@@ -64,7 +67,9 @@ impl Shared {
     }
 
     pub fn synced(&self) -> bool {
-        self.nodes_synced.load(Ordering::Acquire) && self.pods_synced.load(Ordering::Acquire)
+        self.nodes_synced.load(Ordering::Acquire)
+            && self.pods_synced.load(Ordering::Acquire)
+            && self.pod_groups_synced.load(Ordering::Acquire)
     }
 
     fn heartbeat(&self) {
@@ -171,6 +176,7 @@ pub async fn run(
         stopping: AtomicBool::new(false),
         nodes_synced: AtomicBool::new(false),
         pods_synced: AtomicBool::new(false),
+        pod_groups_synced: AtomicBool::new(true),
         start: Instant::now(),
         loop_seen_ms: AtomicU64::new(0),
     });
@@ -202,6 +208,7 @@ pub async fn run(
         metrics.clone(),
     );
     let recorder = tokio::spawn(recorder.run(report_rx));
+    let pod_groups = pod_groups::start(&shared, &client, throttle.clone());
     let nodes = tokio::spawn(informer::watch_nodes(shared.clone(), client.clone()));
     let pods = tokio::spawn(informer::watch_pods(
         shared.clone(),
@@ -314,6 +321,10 @@ pub async fn run(
     pods.abort();
     let _ = nodes.await;
     let _ = pods.await;
+    for t in pod_groups {
+        t.abort();
+        let _ = t.await;
+    }
     let _ = recorder.await;
     if let Some(c) = controller {
         match c.await {

@@ -58,7 +58,7 @@ pub fn service_account_token(ns: &str, name: &str) -> String {
 }
 
 /// A kubeconfig that authenticates as `deploy/`'s ServiceAccount.
-fn service_account_kubeconfig(dir: &Path) -> std::path::PathBuf {
+pub fn service_account_kubeconfig(dir: &Path) -> std::path::PathBuf {
     let token = service_account_token("wasmsched", "wasmsched");
     let admin = std::fs::read_to_string(&env().kubeconfig).unwrap();
     let mut kc: serde_yaml::Value = serde_yaml::from_str(&admin).unwrap();
@@ -129,13 +129,13 @@ fn deploy_with_deletion_cost(dir: &Path) -> std::path::PathBuf {
 }
 
 /// `kubectl apply --dry-run=server -k DIR`, which must succeed.
-fn dry_run(dir: &Path) -> String {
+pub fn dry_run(dir: &Path) -> String {
     let (ok, out) = kubectl(&["apply", "--dry-run=server", "-k", dir.to_str().unwrap()]);
     assert!(ok, "server dry run of {}: {out}", dir.display());
     out
 }
 
-fn install_service_monitor_crd(dir: &Path) {
+pub fn install_service_monitor_crd(dir: &Path) {
     let crd = dir.join("crd.yaml");
     std::fs::write(&crd, SERVICE_MONITOR_CRD).unwrap();
     let (ok, out) = kubectl(&["apply", "-f", crd.to_str().unwrap()]);
@@ -151,7 +151,7 @@ fn install_service_monitor_crd(dir: &Path) {
 
 /// A configuration file of `deploy/` with the plugin cache moved to a
 /// writable place, written into `dir`.
-fn runnable_config(source: &Path, dir: &Path) -> std::path::PathBuf {
+pub fn runnable_config(source: &Path, dir: &Path) -> std::path::PathBuf {
     let config = std::fs::read_to_string(source)
         .unwrap()
         .replace("/var/cache/wasmsched", dir.join("cache").to_str().unwrap());
@@ -160,7 +160,7 @@ fn runnable_config(source: &Path, dir: &Path) -> std::path::PathBuf {
     path
 }
 
-fn apply(files: &[std::path::PathBuf]) {
+pub fn apply(files: &[std::path::PathBuf]) {
     for f in files {
         let (ok, out) = kubectl(&["apply", "-f", f.to_str().unwrap()]);
         assert!(ok, "{out}");

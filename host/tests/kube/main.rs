@@ -11,6 +11,7 @@ mod deploy;
 mod differential;
 mod env;
 mod faults;
+mod gangs;
 mod serving;
 
 use std::collections::{BTreeMap, HashMap};

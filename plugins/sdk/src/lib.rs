@@ -76,6 +76,14 @@ pub fn reject(reason: impl Into<String>) -> Rejection {
     }
 }
 
+/// Permit's plain "allow".
+pub fn allow() -> types::PermitResult {
+    types::PermitResult {
+        decision: types::PermitDecision::Allow,
+        allow_waiting: Vec::new(),
+    }
+}
+
 /// A rejection no change on the node can resolve (wrong model, label).
 pub fn reject_unresolvable(reason: impl Into<String>) -> Rejection {
     Rejection {
@@ -147,6 +155,38 @@ pub trait Plugin: Sized + 'static {
         Ok(())
     }
 
+    /// Reserve: claim what the cycle's pod will use on `node`, before the
+    /// pod is assumed (called on the instance that ran its `cycle_start`).
+    /// An error fails the cycle; the pod is retried after backoff.
+    fn reserve(
+        &self,
+        _cycle: &Self::Cycle,
+        _pod: &types::Pod,
+        _node: &NodeState,
+        _cluster: &Cluster,
+    ) -> Result<(), String> {
+        Ok(())
+    }
+
+    /// Unreserve: the reservation of pod `pod_uid` on `node` (`None` when
+    /// the node is gone) is undone: Permit rejected it or timed out, a
+    /// later Reserve failed, or its binding failed. Possibly long after
+    /// its cycle, with no cycle started for it.
+    fn unreserve(&self, _pod_uid: &str, _node: Option<&NodeState>, _cluster: &Cluster) {}
+
+    /// Permit, after Reserve: allow the cycle's pod, hold it (`wait`, at
+    /// most that many milliseconds; it is then rejected and unreserved),
+    /// or reject it; and the waiting pods (by uid) this plugin now allows.
+    fn permit(
+        &self,
+        _cycle: &Self::Cycle,
+        _pod: &types::Pod,
+        _node: &NodeState,
+        _cluster: &Cluster,
+    ) -> types::PermitResult {
+        allow()
+    }
+
     /// The pod-deletion-cost for a pod, or `None` for no opinion.
     fn deletion_cost(
         &self,
@@ -161,7 +201,9 @@ pub trait Plugin: Sized + 'static {
 /// implements; the component then exports exactly those:
 /// `export_plugin!(T: filter)`, `export_plugin!(T: score)`,
 /// `export_plugin!(T: filter, score)` (also exports NormalizeScore, which
-/// calls [`Plugin::normalize`]), `export_plugin!(T: deletion_cost)`.
+/// calls [`Plugin::normalize`]), `export_plugin!(T: deletion_cost)`,
+/// `export_plugin!(T: reserve, permit)` (Reserve with Unreserve, and
+/// Permit: gang and quota policies).
 #[macro_export]
 macro_rules! export_plugin {
     ($plugin:ty: filter) => {
@@ -175,6 +217,9 @@ macro_rules! export_plugin {
     };
     ($plugin:ty: deletion_cost) => {
         $crate::__export_world!($plugin, "deletion-cost-plugin", [deletion_cost]);
+    };
+    ($plugin:ty: reserve, permit) => {
+        $crate::__export_world!($plugin, "reserve-permit-plugin", [reserve, permit]);
     };
 }
 
@@ -233,6 +278,23 @@ macro_rules! __export_point {
         impl exports::wasmsched::plugin::normalize_score::Guest for Export {
             fn normalize_score(nodes: Vec<u32>, scores: Vec<i64>) -> Result<Vec<i64>, String> {
                 $crate::runtime::normalize::<P>(&nodes, scores)
+            }
+        }
+    };
+    (reserve) => {
+        impl exports::wasmsched::plugin::reserve::Guest for Export {
+            fn reserve(node: u32) -> Result<(), String> {
+                $crate::runtime::reserve::<P>(node)
+            }
+            fn unreserve(pod_uid: String, node: u32) {
+                $crate::runtime::unreserve::<P>(&pod_uid, node)
+            }
+        }
+    };
+    (permit) => {
+        impl exports::wasmsched::plugin::permit::Guest for Export {
+            fn permit(node: u32) -> $crate::types::PermitResult {
+                $crate::runtime::permit::<P>(node)
             }
         }
     };

@@ -10,7 +10,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 
 use crate::cluster::Cluster;
-use crate::types::{CyclePlan, Delta, Pod, PodStatus, Rejection};
+use crate::types::{CyclePlan, Delta, PermitDecision, PermitResult, Pod, PodStatus, Rejection};
 use crate::Plugin;
 
 struct Cycle {
@@ -153,4 +153,37 @@ pub fn deletion_cost<P: Plugin>(
     metrics: &[(String, f64)],
 ) -> Result<Option<i32>, String> {
     with_plugin::<P, _>(|plugin, _, _| plugin.deletion_cost(pod, metrics))
+}
+
+/// `reserve.reserve`: Reserve on the cycle's pod.
+pub fn reserve<P: Plugin>(node: u32) -> Result<(), String> {
+    with_cycle::<P, _>(|plugin, cycle, pod, cluster| {
+        let n = cluster
+            .node(node)
+            .ok_or_else(|| format!("node index {node} unknown to plugin"))?;
+        plugin.reserve(cycle, pod, n, cluster)
+    })
+}
+
+/// `reserve.unreserve`.
+pub fn unreserve<P: Plugin>(pod_uid: &str, node: u32) {
+    let _ = with_plugin::<P, _>(|plugin, cluster, _| {
+        plugin.unreserve(pod_uid, cluster.node(node), cluster);
+        Ok(())
+    });
+}
+
+/// `permit.permit`: Permit on the cycle's pod; a plugin that cannot
+/// answer (no cycle, unknown node) rejects the pod with the cause.
+pub fn permit<P: Plugin>(node: u32) -> PermitResult {
+    with_cycle::<P, _>(|plugin, cycle, pod, cluster| {
+        let n = cluster
+            .node(node)
+            .ok_or_else(|| format!("node index {node} unknown to plugin"))?;
+        Ok(plugin.permit(cycle, pod, n, cluster))
+    })
+    .unwrap_or_else(|e| PermitResult {
+        decision: PermitDecision::Reject(e),
+        allow_waiting: Vec::new(),
+    })
 }

@@ -110,7 +110,14 @@ impl PodGroups {
     pub fn apply_group(&self, key: &str, group: Result<PodGroup, String>) {
         let mut inner = self.inner.lock();
         let g = inner.group_mut(key);
-        let changed = g.spec.as_ref() != Some(&group);
+        // A status update (ours, echoed by the watch) changes nothing.
+        let spec_of = |r: &Result<PodGroup, String>| {
+            r.clone().map(|mut p| {
+                p.status = Default::default();
+                p
+            })
+        };
+        let changed = g.spec.as_ref().map(spec_of) != Some(spec_of(&group));
         g.spec = Some(group);
         if changed {
             g.reset_round();
@@ -173,6 +180,22 @@ impl PodGroups {
         inner.dirty.insert(key.clone());
         if complete_now {
             inner.activate_pending(&key);
+        }
+    }
+
+    /// After a relist: forgets the members not `seen`.
+    pub fn retain_pods(&self, seen: &HashSet<String>) {
+        let gone: Vec<String> = {
+            let inner = self.inner.lock();
+            inner
+                .member_of
+                .keys()
+                .filter(|uid| !seen.contains(*uid))
+                .cloned()
+                .collect()
+        };
+        for uid in gone {
+            self.delete_pod(&uid);
         }
     }
 
