@@ -106,6 +106,14 @@ impl Group {
         nodes
     }
 
+    /// A group that was allowed and then lost members (deleted, finished)
+    /// is a new attempt: later reservations wait for `minMember` again.
+    pub fn forget_allowed(&mut self) {
+        if self.round.allowed && self.assigned() < self.min_member() {
+            self.reset_round();
+        }
+    }
+
     pub fn reset_round(&mut self) {
         self.round = Round::default();
     }

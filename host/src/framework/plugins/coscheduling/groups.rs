@@ -175,6 +175,7 @@ impl PodGroups {
                 node,
             },
         );
+        g.forget_allowed();
         let min = g.min_member();
         let complete_now = before < min && g.live_members() >= min;
         inner.dirty.insert(key.clone());
@@ -208,6 +209,7 @@ impl PodGroups {
         if let Some(g) = inner.groups.get_mut(&key) {
             g.members.remove(uid);
             g.reserved.remove(uid);
+            g.forget_allowed();
         }
         inner.dirty.insert(key);
     }

@@ -49,7 +49,15 @@ impl Coscheduling {
     fn check(&self, ctx: &CycleContext, key: &str) -> Result<Option<Arc<Plan>>, Rejection> {
         let now = self.clock.now_ms();
         let mut inner = self.groups.lock();
-        let claims = claims(&inner, key);
+        // Other groups' claims matter only to a group about to plan.
+        let planning = inner.groups.get(key).is_some_and(|g| {
+            !g.round.planned && matches!(&g.spec, Some(Ok(s)) if s.topology.is_some())
+        });
+        let claims = if planning {
+            claims(&inner, key)
+        } else {
+            Vec::new()
+        };
         let g = inner.group_mut(key);
         let spec = spec(key, g).map_err(Rejection::unresolvable)?;
         if let Some(b) = g.backing_off(now) {
