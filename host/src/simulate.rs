@@ -257,6 +257,9 @@ impl<'a> Simulation<'a> {
         for n in manifests.nodes {
             self.cache.node_applied(n, 0);
         }
+        for v in manifests.volumes.objects {
+            self.cache.volume_applied(v, 0);
+        }
         for pod in manifests.pods {
             if matches!(pod.phase.as_str(), "Succeeded" | "Failed") {
                 continue;
@@ -364,8 +367,10 @@ impl<'a> Simulation<'a> {
     }
 
     /// The binding cycle, simulated: PreBind output is already on the
-    /// assumed pod; the binding is confirmed as the watch would.
+    /// assumed pod; volume bindings are written as the API server and PV
+    /// controller would; the binding is confirmed as the watch would.
     fn bind(&mut self, fw: &Framework, a: Box<Assumption>) {
+        crate::framework::volumes::simulated::apply(self.cache.snapshot.volumes(), &a.actions);
         let uid = a.pod.uid.clone();
         self.cache.finish_binding(&uid, self.now);
         self.cache

@@ -18,6 +18,7 @@ pub mod queue;
 pub mod registry;
 pub mod schedule_one;
 pub mod timings;
+pub mod volumes;
 pub mod waiting;
 
 pub use cache::Cache;

@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use super::volumes::VolumeStore;
 use crate::model::pod::HostPort;
 use crate::model::{Node, Pod, Resources};
 
@@ -102,6 +103,9 @@ pub struct Snapshot {
     /// Changes since generation `log_base`.
     log: Vec<Change>,
     log_base: u64,
+    /// PVs, claims, StorageClasses and CSINodes (shared by clones: it is
+    /// the one volume store, with its assumed bindings).
+    volumes: Arc<VolumeStore>,
 }
 
 impl Snapshot {
@@ -140,6 +144,11 @@ impl Snapshot {
             }
         }
         out
+    }
+
+    /// The volume objects the volume plugins read.
+    pub fn volumes(&self) -> &Arc<VolumeStore> {
+        &self.volumes
     }
 
     /// All nodes, in slot order.

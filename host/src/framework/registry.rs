@@ -183,6 +183,10 @@ mod tests {
                 "NodeAffinity",
                 "NodePorts",
                 "NodeResourcesFit",
+                "VolumeRestrictions",
+                "NodeVolumeLimits",
+                "VolumeBinding",
+                "VolumeZone",
                 "PodTopologySpread",
                 "InterPodAffinity"
             ]

@@ -7,10 +7,13 @@
 pub mod node;
 pub mod pod;
 pub mod pod_group;
+pub mod pod_volume;
 /// One quantity parser for the scheduler and its plugins (`wasmsched-shared`).
 pub use wasmsched_shared::quantity;
 pub mod resources;
 pub mod selector;
+pub mod validation;
+pub mod volume;
 
 pub use node::{Node, Taint};
 pub use pod::{Pod, Toleration};

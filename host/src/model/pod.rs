@@ -8,7 +8,8 @@ use k8s_openapi::api::core::v1 as k8s;
 use super::node::Taint;
 use super::resources::{Resources, CPU, DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST, MEMORY};
 use super::selector::{LabelSelector, NodeSelectorTerm};
-use super::{ModelError, TaintEffect};
+use super::{validation, ModelError, TaintEffect};
+use crate::escape;
 
 /// How a toleration compares values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -160,6 +161,8 @@ pub struct Pod {
     pub pod_affinity: PodAffinity,
     pub spread: Vec<SpreadConstraint>,
     pub host_ports: Vec<HostPort>,
+    /// The volumes the volume plugins read (claims, in-tree disks).
+    pub volumes: Vec<super::pod_volume::PodVolume>,
     /// Set when the pod uses something this scheduler cannot honour; the
     /// pod is then reported unschedulable with this message rather than
     /// placed wrongly.
@@ -172,19 +175,19 @@ impl Pod {
         format!("{}/{}", self.namespace, self.name)
     }
 
+    // Split into steps in the cleanup after the validation work lands.
+    #[allow(clippy::too_many_lines)]
     pub fn from_k8s(pod: &k8s::Pod) -> Result<Self, ModelError> {
         let meta = &pod.metadata;
         let name = meta.name.clone().unwrap_or_default();
         let namespace = meta.namespace.clone().unwrap_or_else(|| "default".into());
-        let object = format!("Pod {namespace}/{name}");
+        let object = format!("Pod {}/{}", escape::name(&namespace), escape::name(&name));
         let err = |field: &str, cause: String| ModelError {
             object: object.clone(),
             field: field.to_string(),
             cause,
         };
-        if name.is_empty() {
-            return Err(err("metadata.name", "missing".into()));
-        }
+        validation::pod(pod).map_err(|(field, cause)| err(&field, cause))?;
         let Some(spec) = pod.spec.as_ref() else {
             return Err(err("spec", "missing".into()));
         };
@@ -210,14 +213,6 @@ impl Pod {
                 for (k, v) in limits.iter() {
                     if !r_has(&c.resources, k) {
                         requests.set(k, v);
-                    }
-                }
-                for (k, v) in requests.iter() {
-                    if v < 0 {
-                        return Err(err(
-                            &format!("{path}.resources.requests.{k}"),
-                            "must not be negative".into(),
-                        ));
                     }
                 }
                 Ok((requests, limits))
@@ -475,14 +470,8 @@ impl Pod {
             });
         }
 
-        let unsupported = spec.volumes.iter().flatten().find_map(|v| {
-            v.persistent_volume_claim.as_ref().map(|pvc| {
-                format!(
-                    "pod uses PersistentVolumeClaim {:?} (volume {:?}); wasmsched does not schedule pods with PersistentVolumeClaims yet",
-                    pvc.claim_name, v.name
-                )
-            })
-        });
+        let volumes = super::pod_volume::pod_volumes(spec).map_err(|(f, c)| err(&f, c))?;
+        let unsupported = super::pod_volume::unsupported(&volumes);
 
         let owner = meta
             .owner_references
@@ -529,6 +518,7 @@ impl Pod {
             pod_affinity,
             spread,
             host_ports,
+            volumes,
             unsupported,
             namespace,
             name,

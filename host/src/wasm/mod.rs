@@ -14,8 +14,10 @@ pub mod instance;
 pub mod interests;
 pub mod loader;
 pub mod module;
+pub mod output;
 pub mod plugin;
 pub mod source;
+pub mod wasi;
 
 pub use cache::{CompileReport, DiskCache, Origin};
 pub use error::{FailureKind, PluginFailure};

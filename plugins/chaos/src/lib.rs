@@ -2,10 +2,13 @@
 //! containment (deadline, memory cap, traps, range checks) is tested with a
 //! real component rather than a mock.
 //!
-//! Args: `{"misbehave": "loop"|"grow"|"trap"|"bad-score"|"none",
+//! Args: `{"misbehave": "loop"|"grow"|"trap"|"bad-score"|"sleep"|"spam"|"host-error"|"none",
 //! "at": "init"|"cycle"|"filter"|"score", "only_pod": "name"}`. With
 //! `only_pod`, the misbehaviour happens only in that pod's cycle.
-//! Behaviour when not misbehaving: Filter rejects nodes labelled
+//! `sleep` sleeps forever (through `wasi:clocks` and `wasi:io/poll`),
+//! `spam` writes 4 MiB of lines with escape sequences to stderr, and
+//! `host-error` asks WASI for more random bytes than it gives (a host call
+//! that returns an error). Behaviour when not misbehaving: Filter rejects nodes labelled
 //! `chaos/reject: "true"` with reason `chaos says no`; Score is the integer
 //! in label `chaos/score` (0 when absent).
 
@@ -22,7 +25,18 @@ enum Misbehave {
     Grow,
     Trap,
     BadScore,
+    Sleep,
+    Spam,
+    HostError,
 }
+
+// The one WASI function `host-error` calls, declared here (its signature
+// is WASI 0.2's) so the plugin needs no WASI bindings crate.
+wasmsched_plugin_sdk::__wit_bindgen::generate!({
+    inline: "package wasi:random@0.2.0; interface random { get-random-bytes: func(len: u64) -> list<u8>; get-random-u64: func() -> u64; } world chaos-imports { import random; }",
+    world: "chaos-imports",
+    runtime_path: "::wasmsched_plugin_sdk::__wit_bindgen::rt",
+});
 
 #[derive(Deserialize, Default, Clone, Copy, PartialEq, Eq, Debug)]
 #[serde(rename_all = "kebab-case")]
@@ -67,6 +81,18 @@ fn act(m: Misbehave) {
             }
         }
         Misbehave::Trap => std::process::abort(),
+        Misbehave::Sleep => loop {
+            std::thread::sleep(std::time::Duration::from_secs(3));
+        },
+        Misbehave::Spam => {
+            let line = format!("chaos \x1b[31mred\x1b[0m {}", "x".repeat(4000));
+            for _ in 0..1024 {
+                eprintln!("{line}");
+            }
+        }
+        Misbehave::HostError => {
+            std::hint::black_box(wasi::random::random::get_random_bytes(u64::MAX));
+        }
         Misbehave::None | Misbehave::BadScore => {}
     }
 }

@@ -19,7 +19,7 @@ use super::{Cycle, Timed};
 
 impl Cycle<'_> {
     /// Runs PostFilter; adds its messages to `fit`; the nomination, if any.
-    pub(super) fn post_filter(&mut self, fit: &mut FitError, found: &Found) -> Option<Nomination> {
+    pub(super) fn post_filter(&self, fit: &mut FitError, found: &Found) -> Option<Nomination> {
         if self.profile.post_filter.is_empty() {
             return None;
         }
