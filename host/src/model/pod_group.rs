@@ -11,7 +11,8 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize};
 
-use super::{ModelError, Resources};
+use super::{validation, ModelError, Resources};
+use crate::escape;
 
 pub const API_GROUP: &str = "scheduling.x-k8s.io";
 pub const API_VERSION: &str = "v1alpha1";
@@ -123,15 +124,19 @@ impl PodGroup {
         let meta = &obj.metadata;
         let name = meta.name.clone().unwrap_or_default();
         let namespace = meta.namespace.clone().unwrap_or_else(|| "default".into());
+        let object = format!(
+            "PodGroup {}/{}",
+            escape::name(&namespace),
+            escape::name(&name)
+        );
         let err = |field: &str, cause: String| ModelError {
-            object: format!("PodGroup {namespace}/{name}"),
+            object: object.clone(),
             field: field.to_string(),
             cause,
         };
-        if name.is_empty() {
-            return Err(err("metadata.name", "missing".into()));
-        }
         let spec = &obj.spec;
+        validation::pod_group(meta, spec.min_resources.as_ref())
+            .map_err(|(field, cause)| err(&field, cause))?;
         let min_member = match spec.min_member.unwrap_or(0) {
             n @ 0..=0x7fff_ffff => n as u32,
             n => return Err(err("spec.minMember", format!("must be 0 or more, got {n}"))),
@@ -192,8 +197,8 @@ fn topology(annotations: &BTreeMap<String, String>) -> Result<Option<Topology>, 
         (None, Some(l)) => (l, TopologyMode::Preferred, PREFERRED_TOPOLOGY),
     };
     let label = label.trim();
-    if label.is_empty() || label.len() > 317 || label.contains(char::is_whitespace) {
-        return Err(format!("{key}: {label:?} is not a node label key"));
+    if let Err(cause) = validation::qualified_name(label) {
+        return Err(format!("{key}: not a node label key: {cause}"));
     }
     Ok(Some(Topology {
         label: label.to_string(),
@@ -263,6 +268,33 @@ mod tests {
         assert!(parse(blank)
             .unwrap_err()
             .to_string()
-            .contains("is not a node label key"));
+            .contains("not a node label key"));
+    }
+
+    #[test]
+    fn checked_as_the_api_server_checks_it() {
+        let e = parse(json!({"metadata": {"name": "Bad\u{1b}[31m"}})).unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            msg.starts_with("PodGroup default/Bad\\u{1b}[31m: metadata.name: "),
+            "{msg}"
+        );
+        assert!(
+            msg.contains("is not a lowercase RFC 1123 subdomain"),
+            "{msg}"
+        );
+        let e = parse(json!({"metadata": {"name": "g", "namespace": "a_b"}})).unwrap_err();
+        assert!(e.to_string().contains("metadata.namespace: "), "{e}");
+        let e = parse(json!({"metadata": {"name": "g"}, "spec": {"minResources": {"cpu": "-1"}}}))
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "PodGroup default/g: spec.minResources.cpu: must not be negative, got \"-1\""
+        );
+        let odd = json!({"metadata": {"name": "g", "annotations": {REQUIRED_TOPOLOGY: "a\nb"}}});
+        assert!(parse(odd)
+            .unwrap_err()
+            .to_string()
+            .contains("not a node label key: \"a\\nb\" is not a qualified name"));
     }
 }
