@@ -341,6 +341,7 @@ fn the_gang_example_places_whole_groups_in_their_domains() {
     let scheduler = config::build(&file, &root().join("examples/gang"), 0).unwrap();
     let manifests = manifest::load(&[root().join("examples/gang")]).unwrap();
     assert_eq!(manifests.pod_groups.len(), 6);
+    let nodes = manifests.nodes.len();
     let r = simulate::run(&scheduler, manifests, &simulate::Options::default()).unwrap();
     let llama = group(&r, "llama-pretrain");
     assert_eq!(
@@ -370,6 +371,13 @@ fn the_gang_example_places_whole_groups_in_their_domains() {
             "{name}: {msgs:?}"
         );
     }
+    // A PreFilter rejection reads as upstream's: every node counts it.
+    let eval = r.unschedulable.iter().find(|u| u.pod.starts_with("eval"));
+    let want = format!("0/{nodes} nodes are available: {nodes} pod group ");
+    assert!(
+        eval.is_some_and(|u| u.message.starts_with(&want)),
+        "{eval:?}"
+    );
     // JSON: the groups section.
     let v = serde_json::to_value(&r).unwrap();
     let g = &v["pod_groups"][0];

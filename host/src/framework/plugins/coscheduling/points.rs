@@ -129,6 +129,12 @@ impl PreFilterPlugin for Coscheduling {
             None => Ok(Decision::Skip),
         }
     }
+
+    /// Upstream's PreFilter status: every node counts the group's reason
+    /// (`0/8 nodes are available: 8 pod group ml/eval has 2 pod(s), ...`).
+    fn rejection_counts_nodes(&self) -> bool {
+        true
+    }
 }
 
 impl PostFilterPlugin for Coscheduling {
