@@ -535,7 +535,14 @@ async fn leader_killed_while_members_wait_the_new_leader_binds_all_or_none() {
         || async { bound(&client, "g-").await == 10 },
     )
     .await;
+    // Events trail the bindings (their own rate budget): wait for each.
     for name in nodes_of(&client, "g-").await.keys() {
+        wait_until(
+            &format!("{name}'s Scheduled event"),
+            Duration::from_secs(30),
+            || async { !events_for(&client, NS, name, "Scheduled").await.is_empty() },
+        )
+        .await;
         let ev = events_for(&client, NS, name, "Scheduled").await;
         assert_eq!(ev.len(), 1, "{name}: {ev:?}");
         assert_eq!(ev[0].reporting_instance.as_deref(), Some("b"));
