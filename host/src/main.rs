@@ -239,6 +239,13 @@ struct BenchArgs {
     /// Output format of a single run.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     output: Format,
+    /// The gang workload instead: this many PodGroups of --gang-size
+    /// one-GPU members, with Coscheduling (docs/gangs.md).
+    #[arg(long, default_value_t = 0)]
+    gangs: usize,
+    /// Members (and minMember) of each group of the gang workload.
+    #[arg(long, default_value_t = 8)]
+    gang_size: usize,
     /// The workload: `mixed` (the default), or `fractional`: HAMi nodes
     /// with 8 shared GPUs each and pods asking for fractions of a GPU,
     /// through Reserve and PreBind (reports GPUs left whole).
@@ -591,6 +598,9 @@ fn bench(a: BenchArgs) -> Result<ExitCode> {
     if a.workload == Workload::Fractional {
         return bench_fractional(&a);
     }
+    if a.gangs > 0 {
+        return bench_gangs(&a);
+    }
     if !a.all {
         let spec = bench::Spec {
             nodes: a.nodes,
@@ -685,6 +695,27 @@ fn bench(a: BenchArgs) -> Result<ExitCode> {
             println!("| {plugin} | {point} | {ms:.1} | {calls} |");
         }
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `bench --gangs N`: the gang workload, one line (or JSON).
+fn bench_gangs(a: &BenchArgs) -> Result<ExitCode> {
+    let spec = wasmsched::bench::Spec {
+        nodes: a.nodes,
+        pods: 0,
+        seed: a.seed,
+        annotation_bytes: a.annotation_bytes,
+    };
+    let r = wasmsched::bench::gangs::run(spec, a.gangs, a.gang_size, a.scenario, a.workers)?;
+    match a.output {
+        Format::Json => println!("{}", serde_json::to_string(&r)?),
+        Format::Table => println!(
+            "{:?} x{}: {} nodes, {} groups of {}: {:.1} groups/s ({:.0} pods/s), {} complete, {} partial, {:.2} s, peak RSS {:.0} MiB",
+            r.scenario, r.workers, r.nodes, r.groups, r.group_size, r.groups_per_second,
+            r.pods_per_second, r.complete, r.partial, r.seconds, r.peak_rss_mib
+        ),
+    }
+    anyhow::ensure!(r.partial == 0, "{} partial group(s)", r.partial);
     Ok(ExitCode::SUCCESS)
 }
 

@@ -12,7 +12,8 @@ use thiserror::Error;
 
 use crate::escape;
 use crate::input::{self, yaml, Limits, ReadBudget};
-use crate::model::{ModelError, Node, Pod};
+use crate::model::pod_group::PodGroupObject;
+use crate::model::{ModelError, Node, Pod, PodGroup};
 
 /// A manifest that cannot be used: the file, the document and the cause.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
@@ -29,6 +30,8 @@ pub struct ManifestError {
 pub struct Manifests {
     pub nodes: Vec<Node>,
     pub pods: Vec<Pod>,
+    /// PodGroups (`scheduling.x-k8s.io`), for the Coscheduling plugin.
+    pub pod_groups: Vec<PodGroup>,
     /// PersistentVolumes, claims, StorageClasses and CSINodes.
     pub volumes: crate::framework::volumes::VolumeManifests,
     /// Kinds skipped, with counts (reported at debug level).
@@ -123,6 +126,14 @@ fn load_file(
                 }
                 out.pods.push(p);
             }
+            "PodGroup" => {
+                let g: PodGroupObject = decode(obj).map_err(|c| fail(at.clone(), c))?;
+                let g = PodGroup::from_object(&g).map_err(|e| fail(at.clone(), model_cause(e)))?;
+                if out.pod_groups.iter().any(|x| x.key() == g.key()) {
+                    return Err(fail(at, format!("duplicate PodGroup {}", g.key())));
+                }
+                out.pod_groups.push(g);
+            }
             k if crate::framework::volumes::manifest::KINDS.contains(&k) => {
                 use crate::framework::volumes::RawVolume;
                 let raw = match k {
@@ -187,7 +198,7 @@ fn object_label(kind: &str, obj: &Value) -> String {
         .and_then(|m| m.get("namespace"))
         .and_then(Value::as_str)
     {
-        Some(ns) if kind == "Pod" || kind == "PersistentVolumeClaim" => {
+        Some(ns) if kind == "Pod" || kind == "PersistentVolumeClaim" || kind == "PodGroup" => {
             format!("{kind} {}/{}", escape::name(ns), escape::name(name))
         }
         _ => format!("{kind} {}", escape::name(name)),

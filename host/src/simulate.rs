@@ -1,6 +1,8 @@
 //! `wasmsched simulate`: runs the real scheduling framework over Nodes and
 //! Pods read from manifests, on a virtual clock, and reports placements.
 
+pub mod pod_groups;
+
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -75,6 +77,10 @@ pub struct Report {
     /// Every GPU of the HAMi nodes after the run, with what is left on it.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub gpu_devices: Vec<crate::gpu_sharing::DeviceReport>,
+    /// Pod groups (when a profile runs Coscheduling): status, domains,
+    /// members.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pod_groups: Vec<pod_groups::GroupReport>,
 }
 
 /// Weighted peer pairs of the final placement, by distance.
@@ -184,8 +190,14 @@ pub fn run(
         now: 0,
         last_failure: HashMap::new(),
         failed_at: HashMap::new(),
+        futile_waits: 0,
     };
     sim.check_explain(&manifests)?;
+    let groups = &scheduler.pod_groups;
+    if groups.enabled() {
+        groups.reset();
+        sim.cache.queue.set_sort(groups.clone());
+    }
     sim.load(manifests);
     sim.schedule_all();
     Ok(sim.finish())
@@ -202,7 +214,15 @@ struct Simulation<'a> {
     last_failure: HashMap<String, (String, String)>,
     /// uid -> the snapshot generation of the pod's last failed attempt.
     failed_at: HashMap<String, u64>,
+    /// Permit waits that ended in a rejection since the last binding.
+    futile_waits: u32,
 }
+
+/// Rounds of Permit waits that end in rejections with no pod bound in
+/// between after which the simulation stops: members that reserve, wait,
+/// time out and release the same capacity again would repeat forever on
+/// the virtual clock (the pods left keep their last failure).
+const MAX_FUTILE_WAITS: u32 = 3;
 
 impl<'a> Simulation<'a> {
     fn profile_for(&self, scheduler_name: &str) -> Option<&'a Framework> {
@@ -237,6 +257,15 @@ impl<'a> Simulation<'a> {
     /// Nodes, bound pods and the pending pods a profile serves, into the
     /// cache as the watches would deliver them.
     fn load(&mut self, manifests: Manifests) {
+        let groups = &self.scheduler.pod_groups;
+        if groups.enabled() {
+            for g in manifests.pod_groups {
+                groups.apply_group(&g.key(), Ok(g));
+            }
+            for pod in &manifests.pods {
+                groups.apply_pod(pod, false);
+            }
+        }
         for n in manifests.nodes {
             self.cache.node_applied(n, 0);
         }
@@ -267,6 +296,14 @@ impl<'a> Simulation<'a> {
     fn schedule_all(&mut self) {
         loop {
             self.end_waits();
+            if self.futile_waits >= MAX_FUTILE_WAITS {
+                break;
+            }
+            let groups = &self.scheduler.pod_groups;
+            if groups.enabled() {
+                let activate = groups.take_activations(self.now);
+                self.cache.queue.activate(&activate);
+            }
             let Some(pod) = self.cache.pop(self.now) else {
                 match self.next_event() {
                     Some(t) => {
@@ -362,6 +399,7 @@ impl<'a> Simulation<'a> {
             .pod_applied((*a.pod).clone(), false, |_| true, self.now);
         self.cache.snapshot.compact_log();
         fw.bound(&a);
+        self.futile_waits = 0;
         self.last_failure.remove(&uid);
         self.report.scheduled.push(ScheduledPod {
             namespace: a.pod.namespace.clone(),
@@ -375,6 +413,7 @@ impl<'a> Simulation<'a> {
 
     /// Pods whose Permit wait ended: bound, or unreserved.
     fn end_waits(&mut self) {
+        let mut rejected = false;
         for fw in &self.scheduler.profiles {
             for (a, end) in fw.waiting.take_decided(self.now) {
                 match end {
@@ -383,9 +422,13 @@ impl<'a> Simulation<'a> {
                         fw.unassume(&a, &mut self.cache, self.now, true);
                         let profile = fw.scheduler_name().to_string();
                         self.failed(&a.pod, reason, profile);
+                        rejected = true;
                     }
                 }
             }
+        }
+        if rejected {
+            self.futile_waits += 1;
         }
     }
 
@@ -411,6 +454,10 @@ impl<'a> Simulation<'a> {
         self.report.plugin_health = plugin_health(self.scheduler);
         self.report.traffic = traffic(&self.cache.snapshot);
         self.report.gpu_devices = crate::gpu_sharing::devices(&self.cache.snapshot);
+        if self.scheduler.pod_groups.enabled() {
+            self.report.pod_groups =
+                pod_groups::report(&self.scheduler.pod_groups, &self.cache.snapshot);
+        }
         self.report
     }
 }

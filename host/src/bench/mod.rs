@@ -2,6 +2,7 @@
 //! process, with the numbers the performance targets are stated in.
 
 pub mod fractional;
+pub mod gangs;
 pub mod generate;
 #[cfg(feature = "native-builtins")]
 pub mod native;

@@ -79,6 +79,10 @@ pub struct Scheduler {
     /// The wasm plugins each profile runs: (scheduler name, plugin), for
     /// hot reload.
     pub wasm: Vec<(String, Arc<WasmPlugin>)>,
+    /// PodGroups and their members, shared by every profile's plugins
+    /// (`simulate` and `run` feed it; enabled when a profile runs
+    /// Coscheduling).
+    pub pod_groups: Arc<crate::framework::PodGroups>,
 }
 
 impl Scheduler {
@@ -182,25 +186,27 @@ pub fn build(file: &ConfigFile, base: &Path, seed: u64) -> Result<Scheduler, Con
     let mut names = std::collections::HashSet::new();
     let mut frameworks = Vec::new();
     let mut wasm = Vec::new();
+    let base = crate::framework::registry::Handle::default();
     for (i, pf) in list.iter().enumerate() {
         let field = format!("profiles[{i}]");
         profiles::check_profile(pf, &field, &mut names)?;
         let plan = plugin_sets::resolve(pf, &field, &mut modules)?;
-        let built = profiles::build(file, pf, &field, &plan, &mut modules, parallelism)?;
+        let built = profiles::build(file, pf, &field, &plan, &mut modules, parallelism, &base)?;
         wasm.extend(
             built
                 .wasm
                 .into_iter()
                 .map(|p| (pf.scheduler_name.clone(), p)),
         );
-        frameworks.push(Framework::with_waiting(
+        frameworks.push(Framework::with_handle(
             built.profile,
             parallelism,
             seed,
-            built.handle.waiting,
+            &built.handle,
         ));
     }
     Ok(Scheduler {
+        pod_groups: base.pod_groups.clone(),
         profiles: frameworks,
         parallelism,
         modules: modules.compiled(),

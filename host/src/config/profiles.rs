@@ -103,7 +103,8 @@ pub struct Built {
     pub wasm: Vec<Arc<WasmPlugin>>,
 }
 
-/// Builds profile `pf` from its plan.
+/// Builds profile `pf` from its plan; its plugins get `base`'s shared
+/// parts (clock, pod groups) and waiting pods of the profile's own.
 pub fn build(
     file: &ConfigFile,
     pf: &ProfileFile,
@@ -111,9 +112,10 @@ pub fn build(
     plan: &ProfilePlan,
     modules: &mut Modules,
     workers: usize,
+    base: &Handle,
 ) -> Result<Built, ConfigError> {
     check_plugin_config(pf, field, modules)?;
-    let handle = Handle::default();
+    let handle = base.for_profile();
     let mut b = Builder {
         pf,
         field,

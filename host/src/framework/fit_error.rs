@@ -56,7 +56,8 @@ impl FitError {
                 )
             }
         };
-        for extra in &self.post_filter {
+        // An empty PostFilter message is a plugin with nothing to add.
+        for extra in self.post_filter.iter().filter(|e| !e.is_empty()) {
             msg.push(' ');
             msg.push_str(extra);
         }

@@ -5,6 +5,7 @@
 //! `crate::wasm`.
 
 pub mod cache;
+pub mod clock;
 pub mod cycle;
 pub mod cycle_state;
 pub mod explain;
@@ -21,6 +22,7 @@ pub mod volumes;
 pub mod waiting;
 
 pub use cache::Cache;
+pub use clock::Clock;
 pub use cycle::{CycleResult, Framework, Outcome, Placement};
 pub use cycle_state::CycleState;
 pub use explain::{Explanation, FilterVerdict, NodeExplanation, ScoreDetail};
@@ -32,6 +34,7 @@ pub use interface::{
     ReservePlugin, ScorePlugin, MAX_NODE_SCORE,
 };
 pub use node_info::{Change, NodeInfo, Snapshot};
+pub use plugins::coscheduling::PodGroups;
 pub use profile::{PluginBundle, Point, Profile, WeightedScore};
 pub use schedule_one::{Assumption, Attempt};
 pub use timings::TimingSink;

@@ -4,7 +4,7 @@
 //! `simulate` can run on a virtual clock and tests are exact.
 
 use std::cmp::Ordering;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::sync::Arc;
 
 use crate::model::Pod;
@@ -15,6 +15,26 @@ pub const MAX_BACKOFF_MS: u64 = 10_000;
 struct Entry {
     pod: Arc<Pod>,
     seq: u64,
+    /// The sort key ([`QueueSort`]), fixed when the entry is made.
+    key: SortKey,
+}
+
+/// Where a pod sorts among pods of the same priority: older `time_ms`
+/// first, then `group` (so that pods sharing a key are popped together),
+/// then FIFO. Without a [`QueueSort`] it is the pod's creation time and an
+/// empty group.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct SortKey {
+    pub time_ms: i64,
+    pub group: String,
+}
+
+/// A QueueSort plugin's ordering (upstream's `QueueSortPlugin.Less`), as a
+/// key: the coscheduling plugin sorts the members of a pod group by the
+/// group's creation time and name, so a group is not interleaved with
+/// other pods. `None` keeps the pod's own key.
+pub trait QueueSort: Send + Sync {
+    fn key(&self, pod: &Pod) -> Option<SortKey>;
 }
 
 impl PartialEq for Entry {
@@ -34,7 +54,7 @@ impl Ord for Entry {
         self.pod
             .priority
             .cmp(&other.pod.priority)
-            .then_with(|| other.pod.creation_ms.cmp(&self.pod.creation_ms))
+            .then_with(|| other.key.cmp(&self.key))
             .then_with(|| other.seq.cmp(&self.seq))
     }
 }
@@ -56,6 +76,7 @@ pub struct SchedulingQueue {
     unschedulable: HashMap<String, Entry>,
     attempts: HashMap<String, u32>,
     seq: u64,
+    sort: Option<Arc<dyn QueueSort>>,
 }
 
 impl SchedulingQueue {
@@ -63,9 +84,65 @@ impl SchedulingQueue {
         Self::default()
     }
 
+    /// Orders pods by `sort`'s keys from now on.
+    pub fn set_sort(&mut self, sort: Arc<dyn QueueSort>) {
+        self.sort = Some(sort);
+    }
+
     fn entry(&mut self, pod: Arc<Pod>) -> Entry {
         self.seq += 1;
-        Entry { pod, seq: self.seq }
+        let key = self
+            .sort
+            .as_ref()
+            .and_then(|s| s.key(&pod))
+            .unwrap_or_else(|| SortKey {
+                time_ms: pod.creation_ms,
+                group: String::new(),
+            });
+        Entry {
+            pod,
+            seq: self.seq,
+            key,
+        }
+    }
+
+    /// Moves these pods, wherever they wait (backing off, unschedulable,
+    /// or active under an old sort key), to activeQ now (upstream's
+    /// `Activate`: a pod group that became complete). Returns how many
+    /// moved.
+    pub fn activate(&mut self, uids: &HashSet<String>) -> usize {
+        if uids.is_empty() {
+            return 0;
+        }
+        let mut moved: Vec<Arc<Pod>> = Vec::new();
+        let active = std::mem::take(&mut self.active).into_vec();
+        for e in active {
+            if uids.contains(&e.pod.uid) {
+                moved.push(e.pod);
+            } else {
+                self.active.push(e);
+            }
+        }
+        let mut i = 0;
+        while i < self.backoff.len() {
+            if uids.contains(&self.backoff[i].1.pod.uid) {
+                moved.push(self.backoff.swap_remove(i).1.pod);
+            } else {
+                i += 1;
+            }
+        }
+        for uid in uids {
+            if let Some(e) = self.unschedulable.remove(uid) {
+                moved.push(e.pod);
+            }
+        }
+        moved.sort_by(|a, b| a.uid.cmp(&b.uid));
+        let n = moved.len();
+        for pod in moved {
+            let e = self.entry(pod);
+            self.active.push(e);
+        }
+        n
     }
 
     /// A new pending pod.

@@ -11,7 +11,9 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use super::clock::Clock;
 use super::plugins;
+use super::plugins::coscheduling::PodGroups;
 use super::profile::{PluginBundle, Point};
 use super::waiting::WaitingPods;
 
@@ -20,6 +22,21 @@ use super::waiting::WaitingPods;
 pub struct Handle {
     /// The profile's pods held at Permit.
     pub waiting: Arc<WaitingPods>,
+    /// The framework's clock (shared by every profile).
+    pub clock: Arc<Clock>,
+    /// PodGroups and their members, as `simulate` and `run` feed them
+    /// (shared by every profile: one queue serves them all).
+    pub pod_groups: Arc<PodGroups>,
+}
+
+impl Handle {
+    /// This handle's shared parts with waiting pods of a profile's own.
+    pub fn for_profile(&self) -> Self {
+        Self {
+            waiting: Arc::default(),
+            ..self.clone()
+        }
+    }
 }
 
 /// Builds a native plugin from its `pluginConfig` args (`None`, `null`

@@ -37,6 +37,8 @@ registry! {
         points: [Bind], weight: 0, default: true;
     native "HAMiNodeLock" => plugins::hami_node_lock::new,
         points: [Reserve, PreBind], weight: 0, default: true;
+    native "Coscheduling" => plugins::coscheduling::new,
+        points: [PreFilter, Filter, PostFilter, Reserve, Permit, PostBind], weight: 0, default: false;
     wasm "GpuTopology" => "gpu-topology",
         points: [PreFilter, Filter, PreScore, Score], weight: 3, default: true;
     wasm "NetworkLocality" => "network-locality",

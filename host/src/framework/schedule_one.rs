@@ -60,6 +60,7 @@ impl Framework {
         now_ms: u64,
         recorder: Option<&mut Explanation>,
     ) -> Attempt {
+        self.clock.advance(now_ms);
         let result = self.run_cycle(&pod, &cache.snapshot, recorder);
         let CycleResult {
             outcome,
@@ -264,6 +265,7 @@ impl Framework {
     /// assumption, and queue the pod again (to the unschedulable pool
     /// after a rejection, to backoff after an error).
     pub fn unassume(&self, a: &Assumption, cache: &mut Cache, now_ms: u64, rejected: bool) {
+        self.clock.advance(now_ms);
         self.unreserve(&a.pod, &a.state, &a.placement.node);
         cache.forget(&a.pod.uid, now_ms);
         if rejected {

@@ -76,6 +76,19 @@ impl WaitingPods {
         v
     }
 
+    /// The waiting pods (their assumed copies), in uid order, for plugins
+    /// that act on a set of them (upstream's `IterateOverWaitingPods`).
+    pub fn pods(&self) -> Vec<std::sync::Arc<crate::model::Pod>> {
+        let mut v: Vec<_> = self
+            .pods
+            .lock()
+            .values()
+            .map(|w| w.assumption.pod.clone())
+            .collect();
+        v.sort_by(|a, b| a.uid.cmp(&b.uid));
+        v
+    }
+
     pub fn is_waiting(&self, uid: &str) -> bool {
         self.pods.lock().contains_key(uid)
     }

@@ -7,6 +7,7 @@
 pub mod container_resources;
 pub mod node;
 pub mod pod;
+pub mod pod_group;
 pub mod pod_volume;
 /// One quantity parser for the scheduler and its plugins (`wasmsched-shared`).
 pub use wasmsched_shared::quantity;
@@ -17,6 +18,7 @@ pub mod volume;
 
 pub use node::{Node, Taint};
 pub use pod::{Pod, Toleration};
+pub use pod_group::PodGroup;
 pub use resources::Resources;
 
 use thiserror::Error;

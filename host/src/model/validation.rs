@@ -231,6 +231,17 @@ pub fn pod(pod: &k8s::Pod) -> Result<(), Invalid> {
     Ok(())
 }
 
+/// A PodGroup as the API server checks a custom resource's metadata
+/// (name a DNS subdomain, namespace, labels), and its `minResources`
+/// amounts as a pod's.
+pub fn pod_group(
+    m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    min_resources: Option<&BTreeMap<String, Quantity>>,
+) -> Result<(), Invalid> {
+    meta(m, dns_subdomain)?;
+    resources(min_resources, "spec.minResources")
+}
+
 /// A Node as `ValidateNode` checks it: name, labels, taints, and the
 /// capacity and allocatable amounts.
 pub fn node(node: &k8s::Node) -> Result<(), Invalid> {

@@ -66,6 +66,13 @@ pub enum Report {
     },
     /// The pod is gone: drop what is remembered about it.
     Deleted { uid: String },
+    /// The pod is reserved and waits at Permit (a pod group's member):
+    /// a `Waiting` event with the message.
+    Waiting {
+        pod: PodRef,
+        message: String,
+        profile: String,
+    },
 }
 
 /// The Event of a failure series.
@@ -147,6 +154,14 @@ impl Recorder {
             Report::Deleted { uid } => {
                 self.series.remove(&uid);
                 self.condition.remove(&uid);
+            }
+            Report::Waiting {
+                pod,
+                message,
+                profile,
+            } => {
+                self.create_event(&pod, "Normal", "Waiting", &message, &profile)
+                    .await;
             }
         }
     }

@@ -87,6 +87,9 @@ pub async fn watch_pods(
                 let terminating = p.metadata.deletion_timestamp.is_some();
                 match Pod::from_k8s(&p) {
                     Ok(pod) => {
+                        if shared.scheduler.pod_groups.enabled() {
+                            shared.scheduler.pod_groups.apply_pod(&pod, terminating);
+                        }
                         let update = shared.cache.lock().pod_applied(
                             pod,
                             terminating,
@@ -137,6 +140,15 @@ pub async fn watch_pods(
             }
             Ok(Event::InitDone) => {
                 if let Some(seen) = relist.take() {
+                    for fw in &shared.scheduler.profiles {
+                        for uid in fw.waiting.uids() {
+                            if !seen.contains(&uid) {
+                                super::pod_groups::pod_gone(&shared, &uid);
+                                shared.cache.lock().forget(&uid, now);
+                            }
+                        }
+                    }
+                    shared.scheduler.pod_groups.retain_pods(&seen);
                     let gone = shared.cache.lock().retain_pods(&seen, now);
                     if gone > 0 {
                         tracing::info!(gone, "pods deleted while the watch was down");
@@ -148,6 +160,7 @@ pub async fn watch_pods(
             Ok(Event::Delete(p)) => {
                 if let Some(uid) = p.metadata.uid.clone() {
                     invalid.remove(&uid);
+                    super::pod_groups::pod_gone(&shared, &uid);
                     if shared.cache.lock().pod_deleted(&uid, now) {
                         shared.wake.notify_all();
                     }

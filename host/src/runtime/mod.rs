@@ -24,6 +24,7 @@ pub mod informer;
 pub mod leader;
 pub mod metrics;
 pub mod node_lock;
+pub mod pod_groups;
 pub mod scheduling;
 pub mod server;
 pub mod volume_watch;
@@ -51,6 +52,8 @@ pub struct Shared {
     pub stopping: AtomicBool,
     pub nodes_synced: AtomicBool,
     pub pods_synced: AtomicBool,
+    /// PodGroups listed (always true when no profile runs Coscheduling).
+    pub pod_groups_synced: AtomicBool,
     /// The volume watches listed once.
     pub volumes_synced: volume_watch::Synced,
     start: Instant,
@@ -61,6 +64,27 @@ pub struct Shared {
 pub use crate::framework::cache::Cache;
 
 impl Shared {
+    fn new(
+        scheduler: Arc<Scheduler>,
+        metrics: Arc<metrics::SchedulerMetrics>,
+        leadership: Arc<Leadership>,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            cache: Mutex::new(Cache::default()),
+            wake: Condvar::new(),
+            scheduler,
+            metrics,
+            leadership,
+            stopping: AtomicBool::new(false),
+            nodes_synced: AtomicBool::new(false),
+            pods_synced: AtomicBool::new(false),
+            pod_groups_synced: AtomicBool::new(true),
+            volumes_synced: Default::default(),
+            start: Instant::now(),
+            loop_seen_ms: AtomicU64::new(0),
+        })
+    }
+
     pub fn now_ms(&self) -> u64 {
         self.start.elapsed().as_millis() as u64
     }
@@ -73,6 +97,7 @@ impl Shared {
     pub fn synced(&self) -> bool {
         self.nodes_synced.load(Ordering::Acquire)
             && self.pods_synced.load(Ordering::Acquire)
+            && self.pod_groups_synced.load(Ordering::Acquire)
             && self.volumes_synced.all()
     }
 
@@ -150,8 +175,6 @@ fn default_identity() -> String {
 ///
 /// `deletion_cost`: the deletion-cost controller's configuration, if the
 /// file has a `deletionCost` section; the controller runs on the leader.
-// Split into steps once the watches the new extension points need landed.
-#[allow(clippy::too_many_lines)]
 pub async fn run(
     scheduler: Arc<Scheduler>,
     file: &ConfigFile,
@@ -161,48 +184,17 @@ pub async fn run(
     opts: Options,
 ) -> anyhow::Result<Ending> {
     let (client, http) = connect(&opts, &settings).await?;
-    for (name, module) in &scheduler.modules {
-        crate::metrics::Metrics::global().register_plugin(name, &module.digest);
-    }
-    let registry = crate::metrics::Metrics::global().registry();
-    let metrics = metrics::SchedulerMetrics::register(registry, scheduler.clone());
-    for fw in &scheduler.profiles {
-        fw.timings.set_sink(fw.scheduler_name(), metrics.clone());
-    }
+    let metrics = register_metrics(&scheduler);
     let leader_elect = opts
         .leader_elect
         .unwrap_or(settings.leader_election.enabled);
     let leadership = Leadership::new(!leader_elect);
-    let shared = Arc::new(Shared {
-        cache: Mutex::new(Cache::default()),
-        wake: Condvar::new(),
-        scheduler: scheduler.clone(),
-        metrics: metrics.clone(),
-        leadership: leadership.clone(),
-        stopping: AtomicBool::new(false),
-        nodes_synced: AtomicBool::new(false),
-        pods_synced: AtomicBool::new(false),
-        volumes_synced: Default::default(),
-        start: Instant::now(),
-        loop_seen_ms: AtomicU64::new(0),
-    });
-    gpu_metrics::register(registry, &shared);
+    let shared = Shared::new(scheduler.clone(), metrics.clone(), leadership.clone());
+    gpu_metrics::register(crate::metrics::Metrics::global().registry(), &shared);
     let identity = opts.identity.clone().unwrap_or_else(default_identity);
     let throttle = client::Throttle::new(settings.qps, settings.burst);
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
-
-    // Plugin hot reload, as `plugin watch` does.
-    let _watcher = if crate::config::plugin_files(file, base).is_empty() {
-        None
-    } else {
-        let reloader = Arc::new(crate::reload::Reloader::from_config(
-            scheduler.clone(),
-            file,
-            base,
-            crate::reload::Options::default(),
-        )?);
-        Some(crate::reload::PluginWatcher::start(reloader)?)
-    };
+    let _watcher = plugin_watcher(&scheduler, file, base)?;
 
     let http = tokio::spawn(server::serve(http, shared.clone(), shutdown_rx.clone()));
     let (report_tx, report_rx) = mpsc::unbounded_channel();
@@ -215,13 +207,7 @@ pub async fn run(
         metrics.clone(),
     );
     let recorder = tokio::spawn(recorder.run(report_rx));
-    let nodes = tokio::spawn(informer::watch_nodes(shared.clone(), client.clone()));
-    let pods = tokio::spawn(informer::watch_pods(
-        shared.clone(),
-        client.clone(),
-        report_tx.clone(),
-    ));
-    let volume_watches = volume_watch::spawn(&shared, &client);
+    let watches = Watches::start(&shared, &client, &throttle, &report_tx);
 
     let (bind_tx, bind_rx) = mpsc::unbounded_channel();
     let binder = binder::Binder {
@@ -243,111 +229,213 @@ pub async fn run(
     };
     drop(report_tx);
 
-    let (leading_tx, mut leading_rx) = watch::channel(!leader_elect);
-    let elector = if leader_elect {
+    let (leading_tx, leading_rx) = watch::channel(!leader_elect);
+    let mut elector = leader_elect.then(|| {
         let e = leader::Elector::new(
             client.clone(),
             settings.leader_election.clone(),
             identity.clone(),
             leadership.clone(),
         );
-        let rx = shutdown_rx.clone();
-        Some(tokio::spawn(e.run(leading_tx, rx)))
-    } else {
-        None
-    };
+        tokio::spawn(e.run(leading_tx, shutdown_rx.clone()))
+    });
     let lease_name = format!(
         "{}/{}",
         settings.leader_election.namespace, settings.leader_election.name
     );
     tracing::info!(%identity, listen = %opts.listen, leader_elect, "wasmsched running");
-    metrics
-        .leader
-        .with_label_values(&[&lease_name])
-        .set(i64::from(!leader_elect));
+    let leader_metric = metrics.leader.with_label_values(&[&lease_name]);
+    leader_metric.set(i64::from(!leader_elect));
 
     // The deletion-cost controller runs while this replica leads.
-    let (controller_stop_tx, controller_stop_rx) = watch::channel(false);
-    let mut deletion_cost = deletion_cost;
-    let mut controller: Option<tokio::task::JoinHandle<anyhow::Result<()>>> = None;
-    let start_controller = |cfg: Option<crate::deletion_cost::DeletionCostConfig>| {
-        cfg.map(|cfg| {
-            let client = client.clone();
-            let mut stop = controller_stop_rx.clone();
-            tokio::spawn(async move {
-                crate::deletion_cost::run_controller(client, cfg, registry, async move {
-                    let _ = stop.wait_for(|s| *s).await;
-                })
-                .await
-            })
-        })
-    };
+    let mut controller = LeaderController::new(client.clone(), deletion_cost);
     if !leader_elect {
-        controller = start_controller(deletion_cost.take());
+        controller.start();
     }
-
-    // Wait for a signal or the loss of the lease.
-    let mut elector = elector;
-    let ending = loop {
-        tokio::select! {
-            _ = shutdown_signal() => break Ending::Signal,
-            changed = leading_rx.changed() => {
-                if changed.is_err() { continue; }
-                let now_leading = *leading_rx.borrow();
-                metrics.leader.with_label_values(&[&lease_name]).set(i64::from(now_leading));
-                shared.wake.notify_all();
-                if now_leading && controller.is_none() {
-                    controller = start_controller(deletion_cost.take());
-                }
-            }
-            r = async { elector.as_mut().expect("guarded").await }, if elector.is_some() => {
-                elector = None;
-                match r {
-                    Ok(Err(e)) => {
-                        tracing::error!(error = %e, "stopping: leadership lost");
-                        break Ending::LeaseLost;
-                    }
-                    Ok(Ok(())) => break Ending::Signal,
-                    Err(e) => {
-                        tracing::error!(error = %e, "leader election task failed");
-                        break Ending::LeaseLost;
-                    }
-                }
-            }
-        }
-    };
+    let ending = wait_for_end(
+        &shared,
+        leading_rx,
+        &mut elector,
+        &leader_metric,
+        &mut controller,
+    )
+    .await;
 
     // Graceful stop: no new cycles, the bindings in flight finish, then
     // the lease is released so a standby takes over at once.
     tracing::info!(?ending, "stopping");
-    let _ = controller_stop_tx.send(true);
     shared.stopping.store(true, Ordering::Release);
     shared.wake.notify_all();
+    let stopped = controller.stop();
     let _ = tokio::task::spawn_blocking(move || loop_thread.join()).await;
     let _ = binder.await;
-    nodes.abort();
-    pods.abort();
-    let _ = nodes.await;
-    let _ = pods.await;
-    for w in volume_watches {
-        w.abort();
-        let _ = w.await;
-    }
+    watches.stop().await;
     let _ = recorder.await;
-    if let Some(c) = controller {
-        match c.await {
-            Ok(Err(e)) => tracing::error!(error = %e, "deletion-cost controller failed"),
-            Err(e) => tracing::error!(error = %e, "deletion-cost controller task failed"),
-            Ok(Ok(())) => {}
-        }
-    }
+    stopped.await;
     let _ = shutdown_tx.send(true);
     if let Some(e) = elector {
         let _ = e.await;
     }
-    metrics.leader.with_label_values(&[&lease_name]).set(0);
+    leader_metric.set(0);
     let _ = http.await;
     Ok(ending)
+}
+
+/// The plugin files' metrics, and the scheduler's (its profiles' timings
+/// report to them).
+fn register_metrics(scheduler: &Arc<Scheduler>) -> Arc<metrics::SchedulerMetrics> {
+    for (name, module) in &scheduler.modules {
+        crate::metrics::Metrics::global().register_plugin(name, &module.digest);
+    }
+    let registry = crate::metrics::Metrics::global().registry();
+    let metrics = metrics::SchedulerMetrics::register(registry, scheduler.clone());
+    for fw in &scheduler.profiles {
+        fw.timings.set_sink(fw.scheduler_name(), metrics.clone());
+    }
+    metrics
+}
+
+/// Plugin hot reload, as `plugin watch` does (none without plugin files).
+fn plugin_watcher(
+    scheduler: &Arc<Scheduler>,
+    file: &ConfigFile,
+    base: &Path,
+) -> anyhow::Result<Option<crate::reload::PluginWatcher>> {
+    if crate::config::plugin_files(file, base).is_empty() {
+        return Ok(None);
+    }
+    let reloader = Arc::new(crate::reload::Reloader::from_config(
+        scheduler.clone(),
+        file,
+        base,
+        crate::reload::Options::default(),
+    )?);
+    Ok(Some(crate::reload::PluginWatcher::start(reloader)?))
+}
+
+/// The watches that feed the cache (Nodes, Pods, PodGroups, the volume
+/// objects), stopped together.
+struct Watches {
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Watches {
+    fn start(
+        shared: &Arc<Shared>,
+        client: &kube::Client,
+        throttle: &client::Throttle,
+        reports: &mpsc::UnboundedSender<events::Report>,
+    ) -> Self {
+        let mut tasks = pod_groups::start(shared, client, throttle.clone());
+        tasks.push(tokio::spawn(informer::watch_nodes(
+            shared.clone(),
+            client.clone(),
+        )));
+        tasks.push(tokio::spawn(informer::watch_pods(
+            shared.clone(),
+            client.clone(),
+            reports.clone(),
+        )));
+        tasks.extend(volume_watch::spawn(shared, client));
+        Self { tasks }
+    }
+
+    async fn stop(self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+        for t in self.tasks {
+            let _ = t.await;
+        }
+    }
+}
+
+/// The deletion-cost controller, started when this replica first leads
+/// (at most once), stopped with the scheduler.
+struct LeaderController {
+    client: kube::Client,
+    cfg: Option<crate::deletion_cost::DeletionCostConfig>,
+    task: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
+    stop_tx: watch::Sender<bool>,
+}
+
+impl LeaderController {
+    fn new(client: kube::Client, cfg: Option<crate::deletion_cost::DeletionCostConfig>) -> Self {
+        Self {
+            client,
+            cfg,
+            task: None,
+            stop_tx: watch::channel(false).0,
+        }
+    }
+
+    fn start(&mut self) {
+        let Some(cfg) = self.cfg.take() else {
+            return;
+        };
+        let client = self.client.clone();
+        let mut stop = self.stop_tx.subscribe();
+        let registry = crate::metrics::Metrics::global().registry();
+        self.task = Some(tokio::spawn(async move {
+            crate::deletion_cost::run_controller(client, cfg, registry, async move {
+                let _ = stop.wait_for(|s| *s).await;
+            })
+            .await
+        }));
+    }
+
+    /// Tells the controller to stop; the future waits for it.
+    fn stop(self) -> impl std::future::Future<Output = ()> {
+        let _ = self.stop_tx.send(true);
+        async move {
+            if let Some(c) = self.task {
+                match c.await {
+                    Ok(Err(e)) => tracing::error!(error = %e, "deletion-cost controller failed"),
+                    Err(e) => tracing::error!(error = %e, "deletion-cost controller task failed"),
+                    Ok(Ok(())) => {}
+                }
+            }
+        }
+    }
+}
+
+/// Waits for a signal or the loss of the lease; follows leadership
+/// meanwhile (the leader gauge, the loop woken, the controller started).
+async fn wait_for_end(
+    shared: &Shared,
+    mut leading_rx: watch::Receiver<bool>,
+    elector: &mut Option<tokio::task::JoinHandle<Result<(), leader::LeaderError>>>,
+    leader_metric: &prometheus::IntGauge,
+    controller: &mut LeaderController,
+) -> Ending {
+    loop {
+        tokio::select! {
+            _ = shutdown_signal() => return Ending::Signal,
+            changed = leading_rx.changed() => {
+                if changed.is_err() { continue; }
+                let now_leading = *leading_rx.borrow();
+                leader_metric.set(i64::from(now_leading));
+                shared.wake.notify_all();
+                if now_leading {
+                    controller.start();
+                }
+            }
+            r = async { elector.as_mut().expect("guarded").await }, if elector.is_some() => {
+                *elector = None;
+                return match r {
+                    Ok(Err(e)) => {
+                        tracing::error!(error = %e, "stopping: leadership lost");
+                        Ending::LeaseLost
+                    }
+                    Ok(Ok(())) => Ending::Signal,
+                    Err(e) => {
+                        tracing::error!(error = %e, "leader election task failed");
+                        Ending::LeaseLost
+                    }
+                };
+            }
+        }
+    }
 }
 
 /// The API client (checked against the server) and the prepared HTTPS

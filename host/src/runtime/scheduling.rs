@@ -75,6 +75,11 @@ fn next_pod(
             tracing::warn!(%uid, "binding never confirmed by the watch; reservation dropped");
         }
         end_waits(shared, cache, now, out);
+        let groups = &shared.scheduler.pod_groups;
+        if groups.enabled() {
+            let activate = groups.take_activations(now);
+            cache.queue.activate(&activate);
+        }
         if let Some(pod) = cache.pop(now) {
             return Some(pod);
         }
@@ -132,6 +137,16 @@ fn record(shared: &Shared, fw: &Framework, attempt: Attempt, started: Instant, o
         }
         Attempt::Waiting { pod, node } => {
             tracing::debug!(pod = %pod.key(), %node, "waiting at Permit");
+            let message = shared
+                .scheduler
+                .pod_groups
+                .waiting_message(&pod, &node)
+                .unwrap_or_else(|| format!("Reserved on {node}; waiting at Permit"));
+            let _ = out.reports.send(Report::Waiting {
+                pod: PodRef::from(&*pod),
+                message,
+                profile,
+            });
             return;
         }
         Attempt::Unschedulable { pod, fit, .. } => {

@@ -211,8 +211,7 @@ pub fn manifests(nodes: Vec<Node>, pods: Vec<Pod>) -> Manifests {
     Manifests {
         nodes,
         pods,
-        volumes: Default::default(),
-        skipped: Default::default(),
+        ..Default::default()
     }
 }
 

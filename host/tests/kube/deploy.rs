@@ -133,13 +133,13 @@ fn deploy_with_deletion_cost(dir: &Path) -> std::path::PathBuf {
 }
 
 /// `kubectl apply --dry-run=server -k DIR`, which must succeed.
-fn dry_run(dir: &Path) -> String {
+pub fn dry_run(dir: &Path) -> String {
     let (ok, out) = kubectl(&["apply", "--dry-run=server", "-k", dir.to_str().unwrap()]);
     assert!(ok, "server dry run of {}: {out}", dir.display());
     out
 }
 
-fn install_service_monitor_crd(dir: &Path) {
+pub fn install_service_monitor_crd(dir: &Path) {
     let crd = dir.join("crd.yaml");
     std::fs::write(&crd, SERVICE_MONITOR_CRD).unwrap();
     let (ok, out) = kubectl(&["apply", "-f", crd.to_str().unwrap()]);

@@ -14,6 +14,7 @@ mod deploy;
 mod differential;
 mod env;
 mod faults;
+mod gangs;
 mod hami;
 mod serving;
 mod volumes;

@@ -392,7 +392,7 @@ impl Plugin for GpuTopology {
         self.hami.reserve(cycle.1.as_ref(), &pod.uid, node)
     }
 
-    fn unreserve(&self, pod_uid: &str, _node: u32) {
+    fn unreserve(&self, pod_uid: &str, _node: Option<&NodeState>, _cluster: &Cluster) {
         self.hami.unreserve(pod_uid);
     }
 

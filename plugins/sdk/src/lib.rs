@@ -76,6 +76,14 @@ pub fn reject(reason: impl Into<String>) -> Rejection {
     }
 }
 
+/// Permit's plain "allow".
+pub fn allow() -> types::PermitResult {
+    types::PermitResult {
+        decision: types::PermitDecision::Allow,
+        allow_waiting: Vec::new(),
+    }
+}
+
 /// A rejection no change on the node can resolve (wrong model, label).
 pub fn reject_unresolvable(reason: impl Into<String>) -> Rejection {
     Rejection {
@@ -159,8 +167,10 @@ pub trait Plugin: Sized + 'static {
         }
     }
 
-    /// Reserve: the cycle's pod goes to `node` (called once per scheduled
-    /// pod, before PreBind). An error fails the pod's cycle.
+    /// Reserve: claim what the cycle's pod will use on `node`, before the
+    /// pod is assumed (called on the instance that ran its `cycle_start`,
+    /// before PreBind). An error fails the cycle; the pod is retried after
+    /// backoff.
     fn reserve(
         &self,
         _cycle: &Self::Cycle,
@@ -171,9 +181,25 @@ pub trait Plugin: Sized + 'static {
         Ok(())
     }
 
-    /// Unreserve: a reservation was undone (possibly long after its cycle;
-    /// the pod's removal also arrives as a `pod-remove` delta).
-    fn unreserve(&self, _pod_uid: &str, _node: u32) {}
+    /// Unreserve: the reservation of pod `pod_uid` on `node` (`None` when
+    /// the node is gone) is undone: Permit rejected it or timed out, a
+    /// later Reserve failed, or its binding failed. Possibly long after
+    /// its cycle, with no cycle started for it (the pod's removal also
+    /// arrives as a `pod-remove` delta).
+    fn unreserve(&self, _pod_uid: &str, _node: Option<&NodeState>, _cluster: &Cluster) {}
+
+    /// Permit, after Reserve: allow the cycle's pod, hold it (`wait`, at
+    /// most that many milliseconds; it is then rejected and unreserved),
+    /// or reject it; and the waiting pods (by uid) this plugin now allows.
+    fn permit(
+        &self,
+        _cycle: &Self::Cycle,
+        _pod: &types::Pod,
+        _node: &NodeState,
+        _cluster: &Cluster,
+    ) -> types::PermitResult {
+        allow()
+    }
 
     /// PreBind output: labels and annotations to write on the pod before
     /// it is bound, right after [`Plugin::reserve`] in the same cycle. The
@@ -209,7 +235,8 @@ pub trait Plugin: Sized + 'static {
 /// (adds key interests: [`Plugin::interests`]), `export_plugin!(T: deletion_cost)`,
 /// `export_plugin!(T: filter, score, reserve, pre_bind, interests)` (adds
 /// Reserve, PreBind output and key interests: [`Plugin::reserve`],
-/// [`Plugin::pre_bind`], [`Plugin::interests`]).
+/// [`Plugin::pre_bind`], [`Plugin::interests`]), `export_plugin!(T: reserve, permit)`
+/// (Reserve with Unreserve, and Permit: gang and quota policies).
 #[macro_export]
 macro_rules! export_plugin {
     ($plugin:ty: filter) => {
@@ -237,6 +264,9 @@ macro_rules! export_plugin {
             "filter-score-reserve-prebind-interests-plugin",
             [filter, score, normalize, reserve, pre_bind, interests]
         );
+    };
+    ($plugin:ty: reserve, permit) => {
+        $crate::__export_world!($plugin, "reserve-permit-plugin", [reserve, permit]);
     };
 }
 
@@ -319,6 +349,13 @@ macro_rules! __export_point {
         impl exports::wasmsched::plugin::interests::Guest for Export {
             fn interests() -> $crate::types::KeyInterests {
                 $crate::runtime::interests::<P>()
+            }
+        }
+    };
+    (permit) => {
+        impl exports::wasmsched::plugin::permit::Guest for Export {
+            fn permit(node: u32) -> $crate::types::PermitResult {
+                $crate::runtime::permit::<P>(node)
             }
         }
     };

@@ -10,7 +10,10 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 
 use crate::cluster::Cluster;
-use crate::types::{CyclePlan, Delta, KeyInterests, Pod, PodPatch, PodStatus, Rejection};
+use crate::types::{
+    CyclePlan, Delta, KeyInterests, PermitDecision, PermitResult, Pod, PodPatch, PodStatus,
+    Rejection,
+};
 use crate::Plugin;
 
 struct Cycle {
@@ -155,7 +158,7 @@ pub fn deletion_cost<P: Plugin>(
     with_plugin::<P, _>(|plugin, _, _| plugin.deletion_cost(pod, metrics))
 }
 
-/// `reserve.reserve`: the cycle's pod goes to `node`.
+/// `reserve.reserve`: Reserve on the cycle's pod.
 pub fn reserve<P: Plugin>(node: u32) -> Result<(), String> {
     with_cycle::<P, _>(|plugin, cycle, pod, cluster| {
         let n = cluster
@@ -167,8 +170,8 @@ pub fn reserve<P: Plugin>(node: u32) -> Result<(), String> {
 
 /// `reserve.unreserve`.
 pub fn unreserve<P: Plugin>(pod_uid: &str, node: u32) {
-    let _ = with_plugin::<P, _>(|plugin, _, _| {
-        plugin.unreserve(pod_uid, node);
+    let _ = with_plugin::<P, _>(|plugin, cluster, _| {
+        plugin.unreserve(pod_uid, cluster.node(node), cluster);
         Ok(())
     });
 }
@@ -181,6 +184,21 @@ pub fn pre_bind<P: Plugin>(node: u32) -> Result<PodPatch, String> {
             .node(node)
             .ok_or_else(|| format!("node index {node} unknown to plugin"))?;
         plugin.pre_bind(cycle, pod, n, cluster)
+    })
+}
+
+/// `permit.permit`: Permit on the cycle's pod; a plugin that cannot
+/// answer (no cycle, unknown node) rejects the pod with the cause.
+pub fn permit<P: Plugin>(node: u32) -> PermitResult {
+    with_cycle::<P, _>(|plugin, cycle, pod, cluster| {
+        let n = cluster
+            .node(node)
+            .ok_or_else(|| format!("node index {node} unknown to plugin"))?;
+        Ok(plugin.permit(cycle, pod, n, cluster))
+    })
+    .unwrap_or_else(|e| PermitResult {
+        decision: PermitDecision::Reject(e),
+        allow_waiting: Vec::new(),
     })
 }
 

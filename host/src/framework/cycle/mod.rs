@@ -18,6 +18,7 @@ use rand::{Rng, SeedableRng};
 
 use crate::model::Pod;
 
+use super::clock::Clock;
 use super::cycle_state::CycleState;
 use super::explain::Explanation;
 use super::fit_error::FitError;
@@ -76,6 +77,8 @@ pub struct Framework {
     pub timings: Timings,
     /// Pods held at Permit.
     pub waiting: Arc<WaitingPods>,
+    /// The clock its plugins read (advanced by each attempt).
+    pub clock: Arc<Clock>,
 }
 
 impl Framework {
@@ -106,7 +109,21 @@ impl Framework {
             next_start: AtomicUsize::new(0),
             timings: Timings::default(),
             waiting,
+            clock: Arc::default(),
         }
+    }
+
+    /// [`Framework::new`] with the handle its plugins were built with
+    /// (their waiting pods and clock).
+    pub fn with_handle(
+        profile: Profile,
+        workers: usize,
+        seed: u64,
+        handle: &super::registry::Handle,
+    ) -> Self {
+        let mut fw = Self::with_waiting(profile, workers, seed, handle.waiting.clone());
+        fw.clock = handle.clock.clone();
+        fw
     }
 
     /// The profile's name (its `schedulerName`).

@@ -4,6 +4,7 @@
 //! factory that the registry (`../registry_table.rs`) names.
 
 pub mod balanced_allocation;
+pub mod coscheduling;
 pub mod default_binder;
 pub mod hami_node_lock;
 pub mod helpers;
