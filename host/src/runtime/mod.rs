@@ -408,11 +408,20 @@ async fn wait_for_end(
     leader_metric: &prometheus::IntGauge,
     controller: &mut LeaderController,
 ) -> Ending {
+    // One signal listener for the whole wait (a listener made afresh on
+    // each turn could miss the signal), and the leadership channel
+    // followed while it is open (without an elector its sender is gone).
+    let signal = shutdown_signal();
+    tokio::pin!(signal);
+    let mut following = true;
     loop {
         tokio::select! {
-            _ = shutdown_signal() => return Ending::Signal,
-            changed = leading_rx.changed() => {
-                if changed.is_err() { continue; }
+            () = &mut signal => return Ending::Signal,
+            changed = leading_rx.changed(), if following => {
+                if changed.is_err() {
+                    following = false;
+                    continue;
+                }
                 let now_leading = *leading_rx.borrow();
                 leader_metric.set(i64::from(now_leading));
                 shared.wake.notify_all();

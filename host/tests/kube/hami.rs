@@ -182,6 +182,11 @@ impl DevicePlugin {
     fn done(&self) -> BTreeMap<String, String> {
         self.ledger.lock().unwrap().done.clone()
     }
+
+    /// Pods whose lock it released (it completes a pod, then releases).
+    fn released(&self) -> usize {
+        self.ledger.lock().unwrap().released.len()
+    }
 }
 
 fn annotation(o: &ObjectMeta, key: &str) -> Option<String> {
@@ -535,7 +540,7 @@ async fn pods_for_a_locked_node_wait_without_holding_up_other_nodes() {
     // the device plugin released the previous one's lock.
     set_lock(&client, "gpu-a", None).await;
     wait_until("a-* to complete", Duration::from_secs(120), || async {
-        plugin.done().len() == 5
+        plugin.done().len() == 5 && plugin.released() == 5
     })
     .await;
     assert_eq!(
