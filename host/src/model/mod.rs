@@ -4,8 +4,10 @@
 //! point works with types that cannot hold an invalid operator, effect or
 //! quantity.
 
+pub mod budget;
 pub mod node;
 pub mod pod;
+pub mod priority;
 /// One quantity parser for the scheduler and its plugins (`wasmsched-shared`).
 pub use wasmsched_shared::quantity;
 pub mod resources;

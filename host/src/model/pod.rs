@@ -164,12 +164,52 @@ pub struct Pod {
     /// pod is then reported unschedulable with this message rather than
     /// placed wrongly.
     pub unsupported: Option<String>,
+    /// `spec.priorityClassName`, when set.
+    pub priority_class: Option<String>,
+    /// `spec.priority` was set (by the user or the Priority admission
+    /// plugin); when not, `priority` is resolved from PriorityClasses.
+    pub priority_given: bool,
+    /// `spec.preemptionPolicy`; `None`: unset (the PriorityClass's, else
+    /// `PreemptLowerPriority`).
+    pub preemption_policy: Option<PreemptionPolicy>,
+    /// `status.nominatedNodeName`: where an earlier preemption made room.
+    pub nominated_node: Option<String>,
+    /// `status.startTime` in milliseconds since the epoch (kubelet sets it).
+    pub start_ms: Option<i64>,
+    /// `metadata.deletionTimestamp` is set: the pod is terminating (a bound
+    /// one still holds its node's resources until it is gone).
+    pub terminating: bool,
+}
+
+/// `spec.preemptionPolicy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PreemptionPolicy {
+    PreemptLowerPriority,
+    Never,
+}
+
+impl PreemptionPolicy {
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s {
+            "PreemptLowerPriority" => Ok(Self::PreemptLowerPriority),
+            "Never" => Ok(Self::Never),
+            o => Err(format!(
+                "unknown value {o:?} (expected PreemptLowerPriority or Never)"
+            )),
+        }
+    }
 }
 
 impl Pod {
     /// `namespace/name`, the way events and logs name pods.
     pub fn key(&self) -> String {
         format!("{}/{}", self.namespace, self.name)
+    }
+
+    /// Whether the pod may preempt others (`preemptionPolicy` is not
+    /// `Never`).
+    pub fn may_preempt(&self) -> bool {
+        self.preemption_policy != Some(PreemptionPolicy::Never)
     }
 
     pub fn from_k8s(pod: &k8s::Pod) -> Result<Self, ModelError> {
@@ -484,6 +524,15 @@ impl Pod {
             })
         });
 
+        let preemption_policy = spec
+            .preemption_policy
+            .as_deref()
+            .filter(|p| !p.is_empty())
+            .map(PreemptionPolicy::parse)
+            .transpose()
+            .map_err(|c| err("spec.preemptionPolicy", c))?;
+        let status = pod.status.as_ref();
+
         let owner = meta
             .owner_references
             .iter()
@@ -514,9 +563,7 @@ impl Pod {
                 .map(|t| t.0.as_millisecond())
                 .unwrap_or(0),
             owner,
-            phase: pod
-                .status
-                .as_ref()
+            phase: status
                 .and_then(|s| s.phase.clone())
                 .unwrap_or_else(|| "Pending".into()),
             requests,
@@ -530,6 +577,16 @@ impl Pod {
             spread,
             host_ports,
             unsupported,
+            priority_class: spec.priority_class_name.clone().filter(|n| !n.is_empty()),
+            priority_given: spec.priority.is_some(),
+            preemption_policy,
+            nominated_node: status
+                .and_then(|s| s.nominated_node_name.clone())
+                .filter(|n| !n.is_empty()),
+            start_ms: status
+                .and_then(|s| s.start_time.as_ref())
+                .map(|t| t.0.as_millisecond()),
+            terminating: meta.deletion_timestamp.is_some(),
             namespace,
             name,
         })

@@ -5,6 +5,7 @@
 
 pub mod balanced_allocation;
 pub mod default_binder;
+pub mod default_preemption;
 pub mod helpers;
 pub mod inter_pod_affinity;
 pub mod node_affinity;
