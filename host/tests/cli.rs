@@ -368,7 +368,7 @@ fn plugin_check_of_chaos() {
     assert_eq!(fields["file"], chaos);
     assert_eq!(
         fields["exports"],
-        "lifecycle, filter, score, normalize-score"
+        "lifecycle, filter, score, normalize-score, post-filter"
     );
     assert_eq!(
         fields["contract"],

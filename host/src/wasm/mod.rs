@@ -15,6 +15,7 @@ pub mod interests;
 pub mod loader;
 pub mod module;
 pub mod plugin;
+pub mod preemption;
 pub mod source;
 
 pub use cache::{CompileReport, DiskCache, Origin};

@@ -61,6 +61,7 @@ struct Args {
     topology_penalty: Option<u32>,
     fractional: Option<bool>,
     cpu_pods_avoid_gpu_nodes: Option<bool>,
+    preempt_whole_domains: Option<bool>,
 }
 
 /// The validated configuration.
@@ -86,6 +87,9 @@ pub struct Config {
     /// nodes by how many of their GPUs are in use (0 when all are free),
     /// rather than 0 everywhere (the origin).
     pub cpu_pods_avoid_gpu_nodes: bool,
+    /// Preemption advice: rank first the candidates whose victims free
+    /// GPUs in as few NVLink domains as the pod can use (off: no opinion).
+    pub preempt_whole_domains: bool,
 }
 
 pub const MAX_WEIGHT: u32 = 1000;
@@ -104,6 +108,7 @@ impl Default for Config {
             topology_penalty: 20,
             fractional: true,
             cpu_pods_avoid_gpu_nodes: true,
+            preempt_whole_domains: false,
         }
     }
 }
@@ -229,6 +234,9 @@ impl Config {
         }
         if let Some(a) = args.cpu_pods_avoid_gpu_nodes {
             cfg.cpu_pods_avoid_gpu_nodes = a;
+        }
+        if let Some(p) = args.preempt_whole_domains {
+            cfg.preempt_whole_domains = p;
         }
         Ok(cfg)
     }

@@ -11,6 +11,7 @@
 
 mod args;
 pub mod gpus;
+mod preemption;
 
 use std::cell::RefCell;
 use std::collections::HashSet;
@@ -346,9 +347,22 @@ impl Plugin for GpuTopology {
             },
         })
     }
+
+    fn post_filter(
+        &self,
+        cycle: &Cycle,
+        _pod: &Pod,
+        candidates: &[wasmsched_plugin_sdk::types::Candidate],
+        cluster: &Cluster,
+    ) -> Result<wasmsched_plugin_sdk::types::PreemptionAdvice, String> {
+        Ok(wasmsched_plugin_sdk::types::PreemptionAdvice {
+            vetoed: Vec::new(),
+            ranking: self.preemption_ranking(cycle.0.as_ref(), candidates, cluster),
+        })
+    }
 }
 
-export_plugin!(GpuTopology: filter, score);
+export_plugin!(GpuTopology: filter, score, post_filter);
 
 #[cfg(test)]
 mod tests;

@@ -147,6 +147,24 @@ pub trait Plugin: Sized + 'static {
         Ok(())
     }
 
+    /// PostFilter advice on preemption: `candidates` are the nodes where
+    /// evicting their victims lets the cycle's pod fit, in the order the
+    /// host would choose them (the first wins). Veto victims (by uid) to
+    /// drop every candidate evicting them; rank candidates (positions into
+    /// `candidates`, best first). The default has no opinion.
+    fn post_filter(
+        &self,
+        _cycle: &Self::Cycle,
+        _pod: &types::Pod,
+        _candidates: &[types::Candidate],
+        _cluster: &Cluster,
+    ) -> Result<types::PreemptionAdvice, String> {
+        Ok(types::PreemptionAdvice {
+            vetoed: Vec::new(),
+            ranking: Vec::new(),
+        })
+    }
+
     /// The pod-deletion-cost for a pod, or `None` for no opinion.
     fn deletion_cost(
         &self,
@@ -161,7 +179,9 @@ pub trait Plugin: Sized + 'static {
 /// implements; the component then exports exactly those:
 /// `export_plugin!(T: filter)`, `export_plugin!(T: score)`,
 /// `export_plugin!(T: filter, score)` (also exports NormalizeScore, which
-/// calls [`Plugin::normalize`]), `export_plugin!(T: deletion_cost)`.
+/// calls [`Plugin::normalize`]), `export_plugin!(T: filter, score,
+/// post_filter)` (also preemption advice, [`Plugin::post_filter`]),
+/// `export_plugin!(T: deletion_cost)`.
 #[macro_export]
 macro_rules! export_plugin {
     ($plugin:ty: filter) => {
@@ -172,6 +192,13 @@ macro_rules! export_plugin {
     };
     ($plugin:ty: filter, score) => {
         $crate::__export_world!($plugin, "filter-score-plugin", [filter, score, normalize]);
+    };
+    ($plugin:ty: filter, score, post_filter) => {
+        $crate::__export_world!(
+            $plugin,
+            "filter-score-post-filter-plugin",
+            [filter, score, normalize, post_filter]
+        );
     };
     ($plugin:ty: deletion_cost) => {
         $crate::__export_world!($plugin, "deletion-cost-plugin", [deletion_cost]);
@@ -233,6 +260,15 @@ macro_rules! __export_point {
         impl exports::wasmsched::plugin::normalize_score::Guest for Export {
             fn normalize_score(nodes: Vec<u32>, scores: Vec<i64>) -> Result<Vec<i64>, String> {
                 $crate::runtime::normalize::<P>(&nodes, scores)
+            }
+        }
+    };
+    (post_filter) => {
+        impl exports::wasmsched::plugin::post_filter::Guest for Export {
+            fn post_filter(
+                candidates: Vec<$crate::types::Candidate>,
+            ) -> Result<$crate::types::PreemptionAdvice, String> {
+                $crate::runtime::post_filter::<P>(&candidates)
             }
         }
     };

@@ -10,7 +10,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 
 use crate::cluster::Cluster;
-use crate::types::{CyclePlan, Delta, Pod, PodStatus, Rejection};
+use crate::types::{Candidate, CyclePlan, Delta, Pod, PodStatus, PreemptionAdvice, Rejection};
 use crate::Plugin;
 
 struct Cycle {
@@ -145,6 +145,14 @@ pub fn normalize<P: Plugin>(nodes: &[u32], mut scores: Vec<i64>) -> Result<Vec<i
     }
     with_cycle::<P, _>(|plugin, cycle, pod, _| plugin.normalize(cycle, pod, nodes, &mut scores))?;
     Ok(scores)
+}
+
+/// `post-filter.post-filter`: the plugin's advice on the cycle's
+/// preemption candidates.
+pub fn post_filter<P: Plugin>(candidates: &[Candidate]) -> Result<PreemptionAdvice, String> {
+    with_cycle::<P, _>(|plugin, cycle, pod, cluster| {
+        plugin.post_filter(cycle, pod, candidates, cluster)
+    })
 }
 
 /// `deletion-cost.deletion-cost`.
