@@ -1,6 +1,7 @@
-//! Reads Nodes and Pods from YAML or JSON files and directories, as
-//! `kubectl get -o yaml` prints them: single objects, multi-document YAML,
-//! and `List` objects. Other kinds are skipped.
+//! Reads Nodes and Pods (and the PriorityClasses and
+//! PodDisruptionBudgets preemption uses) from YAML or JSON files and
+//! directories, as `kubectl get -o yaml` prints them: single objects,
+//! multi-document YAML, and `List` objects. Other kinds are skipped.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -8,6 +9,8 @@ use std::path::{Path, PathBuf};
 use k8s_openapi::api::core::v1 as k8s;
 use thiserror::Error;
 
+use crate::model::budget::DisruptionBudget;
+use crate::model::priority::PriorityClass;
 use crate::model::{ModelError, Node, Pod};
 
 /// A manifest that cannot be used: the file, the document and the cause.
@@ -25,6 +28,9 @@ pub struct ManifestError {
 pub struct Manifests {
     pub nodes: Vec<Node>,
     pub pods: Vec<Pod>,
+    pub priority_classes: Vec<PriorityClass>,
+    /// PodDisruptionBudgets (`policy/v1` or `policy/v1beta1`).
+    pub budgets: Vec<DisruptionBudget>,
     /// Kinds skipped, with counts (reported at debug level).
     pub skipped: HashMap<String, usize>,
 }
@@ -126,6 +132,19 @@ fn load_file(
                 }
                 out.pods.push(p);
             }
+            "PriorityClass" => {
+                let c: k8s_openapi::api::scheduling::v1::PriorityClass =
+                    decode(obj).map_err(|c| fail(at.clone(), c))?;
+                let c = PriorityClass::from_k8s(&c).map_err(|e| fail(at.clone(), model_cause(e)))?;
+                out.priority_classes.push(c);
+            }
+            "PodDisruptionBudget" => {
+                let b: k8s_openapi::api::policy::v1::PodDisruptionBudget =
+                    decode(obj).map_err(|c| fail(at.clone(), c))?;
+                let b =
+                    DisruptionBudget::from_k8s(&b).map_err(|e| fail(at.clone(), model_cause(e)))?;
+                out.budgets.push(b);
+            }
             other => *out.skipped.entry(other.to_string()).or_insert(0) += 1,
         }
     }
@@ -181,7 +200,9 @@ fn object_label(kind: &str, obj: &serde_yaml::Value) -> String {
         .and_then(|m| m.get("namespace"))
         .and_then(|n| n.as_str())
     {
-        Some(ns) if kind == "Pod" => format!("{kind} {ns}/{name}"),
+        Some(ns) if kind == "Pod" || kind == "PodDisruptionBudget" => {
+            format!("{kind} {ns}/{name}")
+        }
         _ => format!("{kind} {name}"),
     }
 }

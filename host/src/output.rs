@@ -32,6 +32,17 @@ pub fn table(report: &Report) -> String {
             out.push_str(&format!("  {}/{}: {}\n", u.namespace, u.pod, u.message));
         }
     }
+    if !report.preemptions.is_empty() {
+        out.push_str(&format!("\nPreemptions ({}):\n", report.preemptions.len()));
+        for p in &report.preemptions {
+            out.push_str(&format!(
+                "  {} nominated to {}, evicting {}\n",
+                p.preemptor,
+                p.node,
+                p.victims.join(", ")
+            ));
+        }
+    }
     if report.ignored > 0 {
         out.push_str(&format!("\n{} pending pod(s) name a schedulerName no profile serves (use --all-pods to include them).\n", report.ignored));
     }
@@ -137,6 +148,42 @@ pub fn explain(e: &ExplainReport) -> String {
             Cell::new(filter),
             Cell::new(scores.join("\n")),
             Cell::new(n.total.map_or("-".into(), |v| v.to_string())),
+        ]);
+    }
+    out.push_str(&t.to_string());
+    out.push('\n');
+    if let Some(p) = &e.explanation.preemption {
+        out.push_str(&preemption(p));
+    }
+    out
+}
+
+/// What preemption considered: each candidate node, its victims, and why
+/// it is behind the one before it.
+fn preemption(p: &crate::framework::PreemptionExplanation) -> String {
+    let mut out = format!("Preemption: {}\n", p.summary);
+    if p.candidates.is_empty() {
+        return out;
+    }
+    let mut t = Table::new();
+    t.load_preset(UTF8_BORDERS_ONLY)
+        .set_content_arrangement(ContentArrangement::Dynamic);
+    t.set_header(vec![
+        "CANDIDATE",
+        "VICTIMS",
+        "PDB VIOLATIONS",
+        "HIGHEST PRIORITY",
+        "PRIORITY SUM",
+        "BEHIND THE ONE ABOVE BECAUSE OF",
+    ]);
+    for c in &p.candidates {
+        t.add_row(vec![
+            Cell::new(&c.node),
+            Cell::new(c.victims.join("\n")),
+            Cell::new(c.budget_violations),
+            Cell::new(c.highest_priority),
+            Cell::new(c.priority_sum),
+            Cell::new(c.behind_because.as_deref().unwrap_or("(chosen)")),
         ]);
     }
     out.push_str(&t.to_string());

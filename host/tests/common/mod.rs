@@ -211,7 +211,7 @@ pub fn manifests(nodes: Vec<Node>, pods: Vec<Pod>) -> Manifests {
     Manifests {
         nodes,
         pods,
-        skipped: Default::default(),
+        ..Default::default()
     }
 }
 
