@@ -139,10 +139,8 @@ fn load_file(
                 out.priority_classes.push(c);
             }
             "PodDisruptionBudget" => {
-                let b: k8s_openapi::api::policy::v1::PodDisruptionBudget =
-                    decode(obj).map_err(|c| fail(at.clone(), c))?;
-                let b =
-                    DisruptionBudget::from_k8s(&b).map_err(|e| fail(at.clone(), model_cause(e)))?;
+                let v: serde_json::Value = decode(obj).map_err(|c| fail(at.clone(), c))?;
+                let b = DisruptionBudget::from_json(v).map_err(|c| fail(at.clone(), c))?;
                 out.budgets.push(b);
             }
             other => *out.skipped.entry(other.to_string()).or_insert(0) += 1,

@@ -415,18 +415,20 @@ fn profiles_lists_the_built_in_gpu_scheduler() {
          PodTopologySpread (weight 2), InterPodAffinity (weight 2), NodeResourcesBalancedAllocation (weight 1), \
          GpuTopology (weight 3), NetworkLocality (weight 2)"
     );
-    assert_eq!(lines[3], "  bind: DefaultBinder");
+    assert_eq!(lines[3], "  postfilter: DefaultPreemption");
+    assert_eq!(lines[4], "  bind: DefaultBinder");
+    assert_eq!(lines[5], "  preemption advisors: GpuTopology");
     assert!(
-        lines[4].starts_with("wasm plugin GpuTopology: "),
+        lines[6].starts_with("wasm plugin GpuTopology: "),
         "{}",
         o.stdout
     );
     assert!(
-        lines[5].starts_with("wasm plugin NetworkLocality: "),
+        lines[7].starts_with("wasm plugin NetworkLocality: "),
         "{}",
         o.stdout
     );
-    assert_eq!(lines.len(), 6, "{}", o.stdout);
+    assert_eq!(lines.len(), 8, "{}", o.stdout);
 }
 
 #[test]
@@ -438,7 +440,8 @@ fn profiles_of_a_configuration_file() {
         "profile gpu-scheduler\n  filter: NodeUnschedulable, NodeName, TaintToleration, NodeAffinity, NodePorts, \
          NodeResourcesFit, PodTopologySpread, InterPodAffinity\n  score:  TaintToleration (weight 3), \
          NodeAffinity (weight 2), NodeResourcesFit (weight 1), PodTopologySpread (weight 2), \
-         InterPodAffinity (weight 2), NodeResourcesBalancedAllocation (weight 1)\n  bind: DefaultBinder\n"
+         InterPodAffinity (weight 2), NodeResourcesBalancedAllocation (weight 1)\n  \
+         postfilter: DefaultPreemption\n  bind: DefaultBinder\n"
     );
 }
 

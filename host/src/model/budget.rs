@@ -64,6 +64,18 @@ impl DisruptionBudget {
         })
     }
 
+    /// A budget from its JSON, `policy/v1` or `policy/v1beta1` (read as
+    /// v1: the fields are the same). Errors name the field.
+    pub fn from_json(mut v: serde_json::Value) -> Result<Self, String> {
+        if let Some(o) = v.as_object_mut() {
+            o.insert("apiVersion".into(), "policy/v1".into());
+            o.insert("kind".into(), "PodDisruptionBudget".into());
+        }
+        let pdb: k8s::PodDisruptionBudget = serde_path_to_error::deserialize(v)
+            .map_err(|e| format!("{}: {}", e.path(), e.inner()))?;
+        Self::from_k8s(&pdb).map_err(|e| format!("{}: {}", e.field, e.cause))
+    }
+
     /// Whether the budget covers `pod`.
     pub fn covers(&self, pod: &Pod) -> bool {
         pod.namespace == self.namespace
@@ -143,6 +155,18 @@ mod tests {
         assert_eq!(b.disruptions_allowed, 1);
         assert!(b.disrupted.contains("db-0"));
         let empty = budget(json!({"metadata": {"name": "e", "namespace": "a"}, "spec": {"selector": {}}}));
+        let beta = DisruptionBudget::from_json(json!({
+            "apiVersion": "policy/v1beta1", "kind": "PodDisruptionBudget",
+            "metadata": {"name": "b", "namespace": "a"},
+            "spec": {"selector": {"matchLabels": {"app": "db"}}, "maxUnavailable": 1},
+            "status": {"disruptionsAllowed": 1, "currentHealthy": 2, "desiredHealthy": 1, "expectedPods": 2}
+        }))
+        .unwrap();
+        assert_eq!(beta, DisruptionBudget { disrupted: Default::default(), ..b.clone() });
+        let bad = DisruptionBudget::from_json(json!({
+            "metadata": {"name": "b"}, "spec": {"selector": {"matchExpressions": [{"key": "a", "operator": "Near"}]}}
+        }));
+        assert!(bad.unwrap_err().starts_with("spec.selector: "));
         assert!(!empty.covers(&pod("a", json!({"app": "db"}))));
         assert_eq!(empty.disruptions_allowed, 0);
     }

@@ -20,6 +20,8 @@ pub mod events;
 pub mod informer;
 pub mod leader;
 pub mod metrics;
+pub mod policy_watch;
+pub mod preemption;
 pub mod scheduling;
 pub mod server;
 
@@ -46,6 +48,8 @@ pub struct Shared {
     pub stopping: AtomicBool,
     pub nodes_synced: AtomicBool,
     pub pods_synced: AtomicBool,
+    /// PriorityClasses, for pods that arrive without `spec.priority`.
+    pub priority_classes: parking_lot::RwLock<crate::model::priority::PriorityClasses>,
     start: Instant,
     /// When the scheduling loop last turned (ms since start).
     loop_seen_ms: AtomicU64,
@@ -171,6 +175,7 @@ pub async fn run(
         stopping: AtomicBool::new(false),
         nodes_synced: AtomicBool::new(false),
         pods_synced: AtomicBool::new(false),
+        priority_classes: Default::default(),
         start: Instant::now(),
         loop_seen_ms: AtomicU64::new(0),
     });
@@ -209,6 +214,19 @@ pub async fn run(
         report_tx.clone(),
     ));
 
+    let budgets = tokio::spawn(policy_watch::watch_budgets(shared.clone(), client.clone()));
+    let classes = tokio::spawn(policy_watch::watch_priority_classes(
+        shared.clone(),
+        client.clone(),
+    ));
+    let (preempt_tx, preempt_rx) = mpsc::unbounded_channel();
+    let evictor = preemption::Evictor {
+        shared: shared.clone(),
+        client: client.clone(),
+        throttle: throttle.clone(),
+        identity: identity.clone(),
+    };
+    let evictor = tokio::spawn(evictor.run(preempt_rx));
     let (bind_tx, bind_rx) = mpsc::unbounded_channel();
     let binder = binder::Binder {
         shared: shared.clone(),
@@ -224,7 +242,7 @@ pub async fn run(
         let reports = report_tx.clone();
         std::thread::Builder::new()
             .name("scheduling-loop".into())
-            .spawn(move || scheduling::run(shared, bind_tx, reports))?
+            .spawn(move || scheduling::run(shared, bind_tx, reports, preempt_tx))?
     };
     drop(report_tx);
 
@@ -310,10 +328,11 @@ pub async fn run(
     shared.wake.notify_all();
     let _ = tokio::task::spawn_blocking(move || loop_thread.join()).await;
     let _ = binder.await;
-    nodes.abort();
-    pods.abort();
-    let _ = nodes.await;
-    let _ = pods.await;
+    let _ = evictor.await;
+    for watch in [nodes, pods, budgets, classes] {
+        watch.abort();
+        let _ = watch.await;
+    }
     let _ = recorder.await;
     if let Some(c) = controller {
         match c.await {

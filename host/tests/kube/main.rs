@@ -11,6 +11,7 @@ mod deploy;
 mod differential;
 mod env;
 mod faults;
+mod preemption;
 mod serving;
 
 use std::collections::{BTreeMap, HashMap};
