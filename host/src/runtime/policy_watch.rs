@@ -66,7 +66,14 @@ pub async fn watch_budgets(shared: Arc<Shared>, client: Client) {
                     let list = Arc::make_mut(&mut budgets.list);
                     list.retain(|b| seen.contains(&(b.namespace.clone(), b.name.clone())));
                 }
-                budgets.synced = true;
+                if !budgets.synced {
+                    // Pods that could not preempt while the budgets were
+                    // unknown try again.
+                    budgets.synced = true;
+                    let now = shared.now_ms();
+                    cache.queue.on_cluster_event(now);
+                    shared.wake.notify_all();
+                }
             }
             Ok(Event::Delete(o)) => {
                 let ns = o.metadata.namespace.unwrap_or_default();

@@ -61,7 +61,9 @@ async fn preempt_as_the_account(client: &kube::Client, sched: &Scheduler) {
         api.create(&PostParams::default(), &pc).await.unwrap();
     }
     let pods: Api<Pod> = Api::namespaced(client.clone(), "rbac");
-    for (name, class, cpu) in [("low", "rbac-low", "3"), ("high", "rbac-high", "2")] {
+    // The node holds `fits` and `second-profile` (1 cpu each): low fits,
+    // high needs low (and one of the others) gone.
+    for (name, class, cpu) in [("low", "rbac-low", "2"), ("high", "rbac-high", "3")] {
         let pod: Pod = serde_json::from_value(json!({
             "metadata": {"name": name, "namespace": "rbac"},
             "spec": {"schedulerName": "gpu-scheduler", "priorityClassName": class,

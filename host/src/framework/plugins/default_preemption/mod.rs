@@ -79,6 +79,7 @@ impl PostFilterPlugin for DefaultPreemption {
     ) -> Result<PostFilterResult, PluginError> {
         let mut explanation = PreemptionExplanation::default();
         let result = self.preempt(ctx, state, filtered, runner, &mut explanation);
+        tracing::debug!(pod = %ctx.pod.key(), summary = %explanation.summary, "preemption");
         if runner.recording() {
             runner.record(explanation);
         }
