@@ -135,7 +135,8 @@ fn load_file(
             "PriorityClass" => {
                 let c: k8s_openapi::api::scheduling::v1::PriorityClass =
                     decode(obj).map_err(|c| fail(at.clone(), c))?;
-                let c = PriorityClass::from_k8s(&c).map_err(|e| fail(at.clone(), model_cause(e)))?;
+                let c =
+                    PriorityClass::from_k8s(&c).map_err(|e| fail(at.clone(), model_cause(e)))?;
                 out.priority_classes.push(c);
             }
             "PodDisruptionBudget" => {

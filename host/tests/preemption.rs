@@ -84,7 +84,11 @@ fn the_cli_lists_preemptions_in_the_table_and_json() {
         "{}",
         o.stdout
     );
-    assert!(o.stdout.contains("Preemption: nominated gpu-c"), "{}", o.stdout);
+    assert!(
+        o.stdout.contains("Preemption: nominated gpu-c"),
+        "{}",
+        o.stdout
+    );
     assert!(o.stdout.contains("more PodDisruptionBudget violations"));
 }
 

@@ -87,7 +87,11 @@ pub fn progress_bar(
 
 /// The numbers of a run: throughput over `spec.pods`, latency
 /// percentiles of the attempts, and the framework's timings.
-pub fn result(r: Run, fw: &crate::framework::Framework, mut latencies: Vec<Duration>) -> BenchResult {
+pub fn result(
+    r: Run,
+    fw: &crate::framework::Framework,
+    mut latencies: Vec<Duration>,
+) -> BenchResult {
     latencies.sort();
     let pct = |p: f64| {
         latencies

@@ -153,7 +153,10 @@ mod tests {
         assert!(n.for_node("n1").is_empty());
         n.add(Arc::new(P::new("b").priority(1).build()), Some("n2"));
         n.add(Arc::new(P::new("b").priority(1).build()), Some("n3"));
-        assert!(n.for_node("n2").is_empty(), "a new nomination replaces the old");
+        assert!(
+            n.for_node("n2").is_empty(),
+            "a new nomination replaces the old"
+        );
         assert_eq!(n.remove("b").as_deref(), Some("n3"));
         assert!(n.is_empty());
     }

@@ -80,7 +80,10 @@ impl DisruptionBudget {
     pub fn covers(&self, pod: &Pod) -> bool {
         pod.namespace == self.namespace
             && !pod.labels.is_empty()
-            && self.selector.as_ref().is_some_and(|s| s.matches(&pod.labels))
+            && self
+                .selector
+                .as_ref()
+                .is_some_and(|s| s.matches(&pod.labels))
     }
 }
 
@@ -150,11 +153,15 @@ mod tests {
                        "currentHealthy": 2, "desiredHealthy": 1, "expectedPods": 2}
         }));
         assert!(b.covers(&pod("a", json!({"app": "db"}))));
-        assert!(!b.covers(&pod("b", json!({"app": "db"}))), "other namespace");
+        assert!(
+            !b.covers(&pod("b", json!({"app": "db"}))),
+            "other namespace"
+        );
         assert!(!b.covers(&pod("a", json!({"app": "web"}))));
         assert_eq!(b.disruptions_allowed, 1);
         assert!(b.disrupted.contains("db-0"));
-        let empty = budget(json!({"metadata": {"name": "e", "namespace": "a"}, "spec": {"selector": {}}}));
+        let empty =
+            budget(json!({"metadata": {"name": "e", "namespace": "a"}, "spec": {"selector": {}}}));
         let beta = DisruptionBudget::from_json(json!({
             "apiVersion": "policy/v1beta1", "kind": "PodDisruptionBudget",
             "metadata": {"name": "b", "namespace": "a"},
@@ -162,7 +169,13 @@ mod tests {
             "status": {"disruptionsAllowed": 1, "currentHealthy": 2, "desiredHealthy": 1, "expectedPods": 2}
         }))
         .unwrap();
-        assert_eq!(beta, DisruptionBudget { disrupted: Default::default(), ..b.clone() });
+        assert_eq!(
+            beta,
+            DisruptionBudget {
+                disrupted: Default::default(),
+                ..b.clone()
+            }
+        );
         let bad = DisruptionBudget::from_json(json!({
             "metadata": {"name": "b"}, "spec": {"selector": {"matchExpressions": [{"key": "a", "operator": "Near"}]}}
         }));

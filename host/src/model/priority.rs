@@ -163,7 +163,9 @@ mod tests {
     #[test]
     fn classes_resolve_as_admission_does() {
         let classes = PriorityClasses::new([
-            class(json!({"metadata": {"name": "high"}, "value": 1000, "preemptionPolicy": "Never"})),
+            class(
+                json!({"metadata": {"name": "high"}, "value": 1000, "preemptionPolicy": "Never"}),
+            ),
             class(json!({"metadata": {"name": "low"}, "value": 10, "globalDefault": true})),
             class(json!({"metadata": {"name": "lower"}, "value": 5, "globalDefault": true})),
         ]);
@@ -172,7 +174,8 @@ mod tests {
         assert_eq!(p.priority, 1000);
         assert!(!p.may_preempt(), "the class's preemptionPolicy applies");
         // The pod's own policy wins.
-        let mut p = pod(json!({"priorityClassName": "high", "preemptionPolicy": "PreemptLowerPriority"}));
+        let mut p =
+            pod(json!({"priorityClassName": "high", "preemptionPolicy": "PreemptLowerPriority"}));
         classes.resolve(&mut p).unwrap();
         assert!(p.may_preempt());
         // No class named: the lowest global default.
@@ -193,8 +196,10 @@ mod tests {
             "spec.priorityClassName: no PriorityClass \"nope\" was found"
         );
         let bad = PriorityClass::from_k8s(
-            &serde_json::from_value(json!({"metadata": {"name": "x"}, "value": 1, "preemptionPolicy": "Sometimes"}))
-                .unwrap(),
+            &serde_json::from_value(
+                json!({"metadata": {"name": "x"}, "value": 1, "preemptionPolicy": "Sometimes"}),
+            )
+            .unwrap(),
         );
         assert!(bad.unwrap_err().to_string().contains("preemptionPolicy"));
     }
@@ -205,7 +210,8 @@ mod tests {
         assert_eq!(deletion_cost(&p), 0);
         p.annotations.insert(DELETION_COST.into(), "-5".into());
         assert_eq!(deletion_cost(&p), -5);
-        p.annotations.insert(DELETION_COST.into(), "99999999999".into());
+        p.annotations
+            .insert(DELETION_COST.into(), "99999999999".into());
         assert_eq!(deletion_cost(&p), 0);
     }
 }

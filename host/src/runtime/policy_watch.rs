@@ -21,7 +21,14 @@ use crate::model::priority::PriorityClass;
 /// The PodDisruptionBudget resource the server serves.
 async fn budget_resource(client: &Client) -> ApiResource {
     let version = match client.list_api_group_resources("policy/v1").await {
-        Ok(list) if list.resources.iter().any(|r| r.name == "poddisruptionbudgets") => "v1",
+        Ok(list)
+            if list
+                .resources
+                .iter()
+                .any(|r| r.name == "poddisruptionbudgets") =>
+        {
+            "v1"
+        }
         _ => "v1beta1",
     };
     ApiResource {

@@ -61,7 +61,10 @@ impl Overlay {
             .removed
             .iter()
             .map(|(n, p)| Change::PodRemove(*n, p.uid.clone()));
-        let added = self.added.iter().map(|(n, p)| Change::PodAdd(*n, p.clone()));
+        let added = self
+            .added
+            .iter()
+            .map(|(n, p)| Change::PodAdd(*n, p.clone()));
         removed.chain(added).collect()
     }
 

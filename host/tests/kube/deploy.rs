@@ -73,19 +73,29 @@ async fn preempt_as_the_account(client: &kube::Client, sched: &Scheduler) {
         pods.create(&PostParams::default(), &pod).await.unwrap();
         if name == "low" {
             wait_until("low bound", Duration::from_secs(60), || async {
-                pods.get("low").await.ok().and_then(|p| p.spec?.node_name).is_some()
+                pods.get("low")
+                    .await
+                    .ok()
+                    .and_then(|p| p.spec?.node_name)
+                    .is_some()
             })
             .await;
         }
     }
-    wait_until("high nominated, low evicted", Duration::from_secs(60), || async {
-        let high = pods.get("high").await.ok();
-        let nominated = high.and_then(|p| p.status?.nominated_node_name);
-        let low = pods.get("low").await.ok();
-        nominated.as_deref() == Some("rbac-node")
-            && low.is_none_or(|p| p.metadata.deletion_timestamp.is_some())
-            && !events_for(client, "rbac", "low", "Preempted").await.is_empty()
-    })
+    wait_until(
+        "high nominated, low evicted",
+        Duration::from_secs(60),
+        || async {
+            let high = pods.get("high").await.ok();
+            let nominated = high.and_then(|p| p.status?.nominated_node_name);
+            let low = pods.get("low").await.ok();
+            nominated.as_deref() == Some("rbac-node")
+                && low.is_none_or(|p| p.metadata.deletion_timestamp.is_some())
+                && !events_for(client, "rbac", "low", "Preempted")
+                    .await
+                    .is_empty()
+        },
+    )
     .await;
     let logs = sched.logs();
     assert!(!logs.contains("forbidden"), "a call was refused:\n{logs}");

@@ -50,7 +50,14 @@ const CLASSES: [(&str, i32, bool); 5] = [
 
 /// A pod already on a node: (name, node, class, cpu, app label, started
 /// this many seconds after the scenario's epoch).
-type Placed = (&'static str, &'static str, &'static str, &'static str, &'static str, i64);
+type Placed = (
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static str,
+    i64,
+);
 
 struct Scenario {
     name: &'static str,
@@ -86,7 +93,11 @@ fn scenarios() -> Vec<Scenario> {
     let anti = json!({"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
         {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"app": "x"}}}]}}});
     let pdb = |allowed| Scenario {
-        name: if allowed == 0 { "pdb-allows-0" } else { "pdb-allows-1" },
+        name: if allowed == 0 {
+            "pdb-allows-0"
+        } else {
+            "pdb-allows-1"
+        },
         nodes: &["n1", "n2"],
         placed: vec![
             ("db-0", "n1", "p-low", "2", "db", 0),
@@ -336,14 +347,27 @@ async fn finish(client: &Client, s: &Scenario, v: &Verdict) -> Option<String> {
         };
         pods.delete(name, &now).await.unwrap();
     }
-    wait_until("the preemptor's binding", Duration::from_secs(60), || async {
-        pods.get("preemptor").await.ok().and_then(|p| p.spec?.node_name).is_some()
-    })
+    wait_until(
+        "the preemptor's binding",
+        Duration::from_secs(60),
+        || async {
+            pods.get("preemptor")
+                .await
+                .ok()
+                .and_then(|p| p.spec?.node_name)
+                .is_some()
+        },
+    )
     .await;
     pods.get("preemptor").await.unwrap().spec.unwrap().node_name
 }
 
-async fn with_kube_scheduler(client: &Client, s: &Scenario, cfg: &Path, dir: &Path) -> (Verdict, Option<String>) {
+async fn with_kube_scheduler(
+    client: &Client,
+    s: &Scenario,
+    cfg: &Path,
+    dir: &Path,
+) -> (Verdict, Option<String>) {
     build(client, s).await;
     let log = dir.join(format!("kube-scheduler-{}.log", s.name));
     let _k = Killed(kube_scheduler(cfg, &log, 2));
@@ -353,9 +377,19 @@ async fn with_kube_scheduler(client: &Client, s: &Scenario, cfg: &Path, dir: &Pa
     (v, bound)
 }
 
-async fn with_wasmsched(client: &Client, s: &Scenario, cfg: &Path, dir: &Path) -> (Verdict, Option<String>) {
+async fn with_wasmsched(
+    client: &Client,
+    s: &Scenario,
+    cfg: &Path,
+    dir: &Path,
+) -> (Verdict, Option<String>) {
     build(client, s).await;
-    let ws = Scheduler::start(dir, &format!("ws-{}", s.name), &env().kubeconfig, &["--config", cfg.to_str().unwrap()]);
+    let ws = Scheduler::start(
+        dir,
+        &format!("ws-{}", s.name),
+        &env().kubeconfig,
+        &["--config", cfg.to_str().unwrap()],
+    );
     crate::create_pod(client, s.preemptor.clone()).await;
     let v = verdict(client, s, Some(&ws), &ws.log).await;
     if let Verdict::Nominated { victims, .. } = &v {
@@ -363,7 +397,10 @@ async fn with_wasmsched(client: &Client, s: &Scenario, cfg: &Path, dir: &Path) -
             let events = events_for(client, NS, name, "Preempted").await;
             assert_eq!(events.len(), 1, "{}: {name}'s Preempted event", s.name);
             let msg = events[0].message.clone().unwrap_or_default();
-            assert!(msg.starts_with(&format!("Preempted by {NS}/preemptor on node ")), "{msg}");
+            assert!(
+                msg.starts_with(&format!("Preempted by {NS}/preemptor on node ")),
+                "{msg}"
+            );
         }
         assert!(ws.metric("scheduler_preemption_attempts_total", &[]).await >= 1.0);
     }
@@ -382,7 +419,11 @@ async fn preemption_matches_kube_scheduler_1_20() {
     for s in scenarios() {
         let kube = with_kube_scheduler(&client, &s, &kube_cfg, tmp.path()).await;
         let ws = with_wasmsched(&client, &s, &ws_cfg, tmp.path()).await;
-        assert_eq!(ws, kube, "{}: wasmsched (left) and kube-scheduler 1.20 differ", s.name);
+        assert_eq!(
+            ws, kube,
+            "{}: wasmsched (left) and kube-scheduler 1.20 differ",
+            s.name
+        );
         got.insert(s.name, ws.0);
     }
     // The scenarios exercise what they are named for.
@@ -393,8 +434,14 @@ async fn preemption_matches_kube_scheduler_1_20() {
         Verdict::NotPreempted { .. } => None,
     };
     let s = |v: &str| v.to_string();
-    assert_eq!(nominated("priorities-and-reprieve"), Some((s("n1"), vec![s("a")])));
-    assert_eq!(nominated("latest-start-wins-a-tie"), Some((s("n2"), vec![s("b")])));
+    assert_eq!(
+        nominated("priorities-and-reprieve"),
+        Some((s("n1"), vec![s("a")]))
+    );
+    assert_eq!(
+        nominated("latest-start-wins-a-tie"),
+        Some((s("n2"), vec![s("b")]))
+    );
     assert_eq!(nominated("pdb-allows-0"), Some((s("n2"), vec![s("web")])));
     assert_eq!(nominated("pdb-allows-1"), Some((s("n1"), vec![s("db-0")])));
     assert_eq!(
@@ -429,7 +476,13 @@ async fn cpu_per_node(client: &Client) -> BTreeMap<String, i64> {
     for p in pods.list(&ListParams::default()).await.unwrap() {
         let spec = p.spec.unwrap();
         let Some(node) = spec.node_name else { continue };
-        let cpu = spec.containers[0].resources.as_ref().unwrap().requests.as_ref().unwrap()["cpu"]
+        let cpu = spec.containers[0]
+            .resources
+            .as_ref()
+            .unwrap()
+            .requests
+            .as_ref()
+            .unwrap()["cpu"]
             .0
             .parse::<i64>()
             .unwrap();
@@ -491,9 +544,17 @@ async fn a_leader_killed_between_eviction_and_binding_leaves_the_preemptor_to_th
         ..Default::default()
     };
     pods.delete("victim", &now).await.unwrap();
-    wait_until("the standby binds the preemptor", Duration::from_secs(60), || async {
-        pods.get("preemptor").await.ok().and_then(|p| p.spec?.node_name).is_some()
-    })
+    wait_until(
+        "the standby binds the preemptor",
+        Duration::from_secs(60),
+        || async {
+            pods.get("preemptor")
+                .await
+                .ok()
+                .and_then(|p| p.spec?.node_name)
+                .is_some()
+        },
+    )
     .await;
     assert_eq!(lease_holder(&client, lease).await.as_deref(), Some("b"));
     let bound = pods.get("preemptor").await.unwrap().spec.unwrap().node_name;

@@ -63,7 +63,9 @@ mod tests {
     use wasmsched_plugin_sdk::types::{Node, Pod, ResourceAmount, Victim};
 
     use super::*;
-    use crate::{Config, ANN_ASSIGNED, ANN_TOPOLOGY, GPU_RESOURCE, LABEL_COUNT, LABEL_MEMORY, LABEL_MODEL};
+    use crate::{
+        Config, ANN_ASSIGNED, ANN_TOPOLOGY, GPU_RESOURCE, LABEL_COUNT, LABEL_MEMORY, LABEL_MODEL,
+    };
 
     fn gpus(n: i64) -> Vec<ResourceAmount> {
         vec![ResourceAmount {
@@ -157,7 +159,10 @@ mod tests {
         let preemptor = pod("p", 4, None);
         let on = GpuTopology::new(Config::parse(r#"{"preemptWholeDomains": true}"#).unwrap());
         let d = on.demand(&preemptor).unwrap();
-        assert_eq!(on.preemption_ranking(d.as_ref(), &candidates, &cluster), [1, 0]);
+        assert_eq!(
+            on.preemption_ranking(d.as_ref(), &candidates, &cluster),
+            [1, 0]
+        );
         let off = GpuTopology::new(Config::parse("{}").unwrap());
         assert!(off
             .preemption_ranking(d.as_ref(), &candidates, &cluster)

@@ -4,7 +4,9 @@
 
 use std::sync::Arc;
 
-use crate::framework::{Candidate, CycleContext, CycleState, PluginError, PreemptionAdvisor, Victim};
+use crate::framework::{
+    Candidate, CycleContext, CycleState, PluginError, PreemptionAdvisor, Victim,
+};
 
 use super::ordering::Ranked;
 
@@ -56,7 +58,11 @@ pub fn advise(
             notes.push(format!(
                 "{} dropped {dropped} candidate(s) and {} the rest",
                 a.name(),
-                if moved { "reordered" } else { "kept the order of" }
+                if moved {
+                    "reordered"
+                } else {
+                    "kept the order of"
+                }
             ));
         }
     }

@@ -75,7 +75,8 @@ impl Args {
     /// looks for among `nodes` potential nodes.
     pub fn num_candidates(&self, nodes: usize) -> usize {
         let pct = nodes * self.min_candidate_nodes_percentage as usize / 100;
-        pct.max(self.min_candidate_nodes_absolute as usize).min(nodes)
+        pct.max(self.min_candidate_nodes_absolute as usize)
+            .min(nodes)
     }
 }
 
@@ -107,7 +108,10 @@ mod tests {
         .unwrap_err();
         assert!(e.contains("cannot both be zero"), "{e}");
         let e = Args::parse(Some(&json!({"preferLowerDeletionCost": "yes"}))).unwrap_err();
-        assert_eq!(e, "preferLowerDeletionCost: expected a boolean, got a string");
+        assert_eq!(
+            e,
+            "preferLowerDeletionCost: expected a boolean, got a string"
+        );
         assert!(Args::parse(Some(&json!({"minCandidates": 1}))).is_err());
     }
 }

@@ -161,9 +161,7 @@ fn ineligible(ctx: &CycleContext, filtered: &Filtered) -> Option<String> {
     info.pods
         .iter()
         .any(|p| p.terminating && p.priority < pod.priority)
-        .then(|| {
-            format!("waiting for the pods it preempted on {nominated} to terminate")
-        })
+        .then(|| format!("waiting for the pods it preempted on {nominated} to terminate"))
 }
 
 /// The nomination of the winning candidate; lower-priority pods nominated
@@ -181,7 +179,13 @@ fn nominate(ctx: &CycleContext, best: Ranked) -> Nomination {
     Nomination {
         node: best.found.node,
         node_index: best.found.node_index,
-        victims: best.found.selection.victims.into_iter().map(|(p, _)| p).collect(),
+        victims: best
+            .found
+            .selection
+            .victims
+            .into_iter()
+            .map(|(p, _)| p)
+            .collect(),
         displaced,
     }
 }
@@ -203,10 +207,22 @@ fn explain_candidates(ranked: &[Ranked], by_cost: bool) -> Vec<CandidateExplanat
         .enumerate()
         .map(|(i, r)| CandidateExplanation {
             node: r.found.node.clone(),
-            victims: r.found.selection.victims.iter().map(|(p, _)| p.key()).collect(),
+            victims: r
+                .found
+                .selection
+                .victims
+                .iter()
+                .map(|(p, _)| p.key())
+                .collect(),
             budget_violations: r.violations,
             highest_priority: r.highest,
-            priority_sum: r.found.selection.victims.iter().map(|(p, _)| i64::from(p.priority)).sum(),
+            priority_sum: r
+                .found
+                .selection
+                .victims
+                .iter()
+                .map(|(p, _)| i64::from(p.priority))
+                .sum(),
             behind_because: i.checked_sub(1).map(|j| {
                 let before = &ranked[j];
                 if before.rank > r.rank {

@@ -142,8 +142,20 @@ mod tests {
         let c = vec![
             found("violates", vec![pod("a", 1, Some(5), 0)], 1),
             found("high", vec![pod("b", 5, Some(5), 0)], 0),
-            found("sum", vec![pod("c", 1, Some(5), 0), pod("d", 1, Some(5), 0)], 0),
-            found("negative", vec![pod("e", -10, Some(5), 0), pod("f", -10, Some(5), 0), pod("g", -10, Some(5), 0)], 0),
+            found(
+                "sum",
+                vec![pod("c", 1, Some(5), 0), pod("d", 1, Some(5), 0)],
+                0,
+            ),
+            found(
+                "negative",
+                vec![
+                    pod("e", -10, Some(5), 0),
+                    pod("f", -10, Some(5), 0),
+                    pod("g", -10, Some(5), 0),
+                ],
+                0,
+            ),
             found("early", vec![pod("h", 1, Some(1), 0)], 0),
             found("late", vec![pod("i", 1, Some(9), 0)], 0),
             found("unstarted", vec![pod("j", 1, None, 0)], 0),
@@ -151,7 +163,15 @@ mod tests {
         let r = order(c, false);
         assert_eq!(
             names(&r),
-            ["negative", "unstarted", "late", "early", "sum", "high", "violates"]
+            [
+                "negative",
+                "unstarted",
+                "late",
+                "early",
+                "sum",
+                "high",
+                "violates"
+            ]
         );
         assert_eq!(why_behind(&r[1], &r[2], false), RULES[4]);
         assert_eq!(why_behind(&r[3], &r[4], false), RULES[2]);
@@ -167,7 +187,10 @@ mod tests {
             found("cheap", vec![pod("b", 1, Some(5), -1)], 0),
             found("earlier", vec![pod("c", 1, Some(4), -50)], 0),
         ];
-        assert_eq!(names(&order(c.clone(), false)), ["costly", "cheap", "earlier"]);
+        assert_eq!(
+            names(&order(c.clone(), false)),
+            ["costly", "cheap", "earlier"]
+        );
         let r = order(c, true);
         assert_eq!(names(&r), ["cheap", "costly", "earlier"]);
         assert_eq!(why_behind(&r[0], &r[1], true), RULES[5]);

@@ -281,7 +281,10 @@ fn nominated_room_is_kept_for_the_preemptor() {
         Attempt::Bind(a) => assert_eq!(a.placement.node, "n1"),
         other => panic!("{other:?}"),
     }
-    assert!(s.cache.snapshot.nominator.is_empty(), "assumed: no longer nominated");
+    assert!(
+        s.cache.snapshot.nominator.is_empty(),
+        "assumed: no longer nominated"
+    );
 }
 
 #[test]
@@ -376,7 +379,11 @@ fn advisors_veto_and_the_explanation_says_why() {
     let p = e.preemption.unwrap();
     assert_eq!(p.nominated.as_deref(), Some("n1"));
     assert_eq!(p.candidates.len(), 1);
-    assert!(p.summary.contains("Veto dropped 1 candidate(s)"), "{}", p.summary);
+    assert!(
+        p.summary.contains("Veto dropped 1 candidate(s)"),
+        "{}",
+        p.summary
+    );
 }
 
 #[test]
@@ -399,7 +406,11 @@ fn deletion_cost_breaks_ties_when_asked() {
     let (a, why) = chosen(json!({}), (100, -5));
     let (b, _) = chosen(json!({}), (-5, 100));
     assert_eq!(a, b);
-    assert!(why[1].behind_because.as_deref().unwrap().starts_with("found later"));
+    assert!(why[1]
+        .behind_because
+        .as_deref()
+        .unwrap()
+        .starts_with("found later"));
     // On: the cheaper victim's node.
     let (a, why) = chosen(json!({"preferLowerDeletionCost": true}), (100, -5));
     assert_eq!(a, "n2");
