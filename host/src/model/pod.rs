@@ -524,13 +524,7 @@ impl Pod {
             })
         });
 
-        let preemption_policy = spec
-            .preemption_policy
-            .as_deref()
-            .filter(|p| !p.is_empty())
-            .map(PreemptionPolicy::parse)
-            .transpose()
-            .map_err(|c| err("spec.preemptionPolicy", c))?;
+        let prio = PriorityFields::read(pod).map_err(|c| err("spec.preemptionPolicy", c))?;
         let status = pod.status.as_ref();
 
         let owner = meta
@@ -577,18 +571,50 @@ impl Pod {
             spread,
             host_ports,
             unsupported,
-            priority_class: spec.priority_class_name.clone().filter(|n| !n.is_empty()),
-            priority_given: spec.priority.is_some(),
-            preemption_policy,
-            nominated_node: status
+            priority_class: prio.class,
+            priority_given: prio.given,
+            preemption_policy: prio.policy,
+            nominated_node: prio.nominated,
+            start_ms: prio.start_ms,
+            terminating: prio.terminating,
+            namespace,
+            name,
+        })
+    }
+}
+
+/// What preemption reads of a pod, besides its priority.
+struct PriorityFields {
+    class: Option<String>,
+    given: bool,
+    policy: Option<PreemptionPolicy>,
+    nominated: Option<String>,
+    start_ms: Option<i64>,
+    terminating: bool,
+}
+
+impl PriorityFields {
+    fn read(pod: &k8s::Pod) -> Result<Self, String> {
+        let spec = pod.spec.as_ref();
+        let status = pod.status.as_ref();
+        let policy = spec
+            .and_then(|s| s.preemption_policy.as_deref())
+            .filter(|p| !p.is_empty())
+            .map(PreemptionPolicy::parse)
+            .transpose()?;
+        Ok(Self {
+            class: spec
+                .and_then(|s| s.priority_class_name.clone())
+                .filter(|n| !n.is_empty()),
+            given: spec.is_some_and(|s| s.priority.is_some()),
+            policy,
+            nominated: status
                 .and_then(|s| s.nominated_node_name.clone())
                 .filter(|n| !n.is_empty()),
             start_ms: status
                 .and_then(|s| s.start_time.as_ref())
                 .map(|t| t.0.as_millisecond()),
-            terminating: meta.deletion_timestamp.is_some(),
-            namespace,
-            name,
+            terminating: pod.metadata.deletion_timestamp.is_some(),
         })
     }
 }

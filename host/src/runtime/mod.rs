@@ -214,19 +214,8 @@ pub async fn run(
         report_tx.clone(),
     ));
 
-    let budgets = tokio::spawn(policy_watch::watch_budgets(shared.clone(), client.clone()));
-    let classes = tokio::spawn(policy_watch::watch_priority_classes(
-        shared.clone(),
-        client.clone(),
-    ));
-    let (preempt_tx, preempt_rx) = mpsc::unbounded_channel();
-    let evictor = preemption::Evictor {
-        shared: shared.clone(),
-        client: client.clone(),
-        throttle: throttle.clone(),
-        identity: identity.clone(),
-    };
-    let evictor = tokio::spawn(evictor.run(preempt_rx));
+    let (preempt_tx, [budgets, classes, evictor]) =
+        preemption::spawn(&shared, &client, &throttle, &identity);
     let (bind_tx, bind_rx) = mpsc::unbounded_channel();
     let binder = binder::Binder {
         shared: shared.clone(),

@@ -40,7 +40,8 @@ pub struct Request {
 
 impl Request {
     pub fn new(pod: &crate::model::Pod, n: &crate::framework::Nomination, profile: &str) -> Self {
-        let refs = |pods: &[Arc<crate::model::Pod>]| pods.iter().map(|p| PodRef::from(&**p)).collect();
+        let refs =
+            |pods: &[Arc<crate::model::Pod>]| pods.iter().map(|p| PodRef::from(&**p)).collect();
         Self {
             preemptor: PodRef::from(pod),
             node: n.node.clone(),
@@ -49,6 +50,30 @@ impl Request {
             profile: profile.to_string(),
         }
     }
+}
+
+/// Starts what preemption needs in `run`: the budget and PriorityClass
+/// watches and the evictor. Returns the evictor's channel and the tasks.
+pub fn spawn(
+    shared: &Arc<Shared>,
+    client: &Client,
+    throttle: &Throttle,
+    identity: &str,
+) -> (
+    mpsc::UnboundedSender<Request>,
+    [tokio::task::JoinHandle<()>; 3],
+) {
+    use super::policy_watch::{watch_budgets, watch_priority_classes};
+    let budgets = tokio::spawn(watch_budgets(shared.clone(), client.clone()));
+    let classes = tokio::spawn(watch_priority_classes(shared.clone(), client.clone()));
+    let (tx, rx) = mpsc::unbounded_channel();
+    let evictor = Evictor {
+        shared: shared.clone(),
+        client: client.clone(),
+        throttle: throttle.clone(),
+        identity: identity.to_string(),
+    };
+    (tx, [budgets, classes, tokio::spawn(evictor.run(rx))])
 }
 
 /// Executes requests until the channel closes.
@@ -166,7 +191,9 @@ impl Evictor {
                 .events
                 .with_label_values(&["Preempted", "created"])
                 .inc(),
-            Err(e) => tracing::warn!(pod = %victim.key(), error = %e, "writing a Preempted event failed"),
+            Err(e) => {
+                tracing::warn!(pod = %victim.key(), error = %e, "writing a Preempted event failed")
+            }
         }
     }
 }
