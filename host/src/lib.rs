@@ -3,8 +3,9 @@
 pub mod bench;
 pub mod config;
 pub mod deletion_cost;
-pub mod files;
+pub mod escape;
 pub mod framework;
+pub mod input;
 pub mod manifest;
 pub mod metrics;
 pub mod model;

@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
 
 use wasmsched::framework::Point;
-use wasmsched::{config, manifest, output, simulate, wasm};
+use wasmsched::{config, escape, manifest, output, simulate, wasm};
 
 /// A Kubernetes scheduler whose policies are WebAssembly components.
 #[derive(Parser)]
@@ -292,23 +292,47 @@ fn main() -> ExitCode {
             tracing_subscriber::EnvFilter::try_new(&cli.log)
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
+        .fmt_fields(escaped_fields())
         .with_writer(std::io::stderr)
+        // Colours only for a person at a terminal, not in files and pipes.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     match run(cli.command) {
         Ok(code) => code,
         Err(e) => {
-            // One line: the context chain, outermost first.
-            eprintln!("error: {e:#}");
+            // One line: the context chain, outermost first, with any
+            // newline or escape sequence from input shown escaped.
+            eprintln!("error: {}", escape::escape(&format!("{e:#}")));
             ExitCode::FAILURE
         }
     }
+}
+
+/// Log fields as the default format writes them (`message key=value`),
+/// with control characters from input (a pod name with a newline)
+/// escaped, so that one event stays one line.
+fn escaped_fields() -> impl for<'w> tracing_subscriber::fmt::FormatFields<'w> {
+    use std::fmt::Write;
+    use tracing_subscriber::field::MakeExt;
+    tracing_subscriber::fmt::format::debug_fn(
+        |w: &mut tracing_subscriber::fmt::format::Writer<'_>,
+         field: &tracing::field::Field,
+         value: &dyn std::fmt::Debug| {
+            let mut w = escape::EscapingWriter(w);
+            match field.name() {
+                "message" => write!(w, "{value:?}"),
+                name => write!(w, "{name}={value:?}"),
+            }
+        },
+    )
+    .delimited(" ")
 }
 
 /// Builds the profiles, naming the configuration file in errors.
 fn build_scheduler(
     path: &Option<PathBuf>,
     file: &config::ConfigFile,
-    base: &std::path::Path,
+    base: &Path,
     seed: u64,
 ) -> Result<config::Scheduler> {
     config::build(file, base, seed).map_err(|e| match path {

@@ -1,4 +1,5 @@
-//! Reads Nodes and Pods (and the PriorityClasses and
+//! Reads Nodes and Pods (the volume objects: PersistentVolumes, claims,
+//! StorageClasses, CSINodes; and the PriorityClasses and
 //! PodDisruptionBudgets preemption uses) from YAML or JSON files and
 //! directories, as `kubectl get -o yaml` prints them: single objects,
 //! multi-document YAML, and `List` objects. Other kinds are skipped.
@@ -7,8 +8,11 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1 as k8s;
+use serde_json::Value;
 use thiserror::Error;
 
+use crate::escape;
+use crate::input::{self, yaml, Limits, ReadBudget};
 use crate::model::budget::DisruptionBudget;
 use crate::model::priority::PriorityClass;
 use crate::model::{ModelError, Node, Pod};
@@ -31,60 +35,53 @@ pub struct Manifests {
     pub priority_classes: Vec<PriorityClass>,
     /// PodDisruptionBudgets (`policy/v1` or `policy/v1beta1`).
     pub budgets: Vec<DisruptionBudget>,
+    /// PersistentVolumes, claims, StorageClasses and CSINodes.
+    pub volumes: crate::framework::volumes::VolumeManifests,
     /// Kinds skipped, with counts (reported at debug level).
     pub skipped: HashMap<String, usize>,
 }
 
 /// Reads every path (files, or directories searched recursively for
-/// `.yaml`, `.yml` and `.json`, in name order).
+/// `.yaml`, `.yml` and `.json`, in name order; see
+/// [`input::manifest_files`]) within the default [`Limits`].
 pub fn load(paths: &[PathBuf]) -> Result<Manifests, ManifestError> {
+    load_within(paths, &Limits::DEFAULT)
+}
+
+/// [`load`] within `limits`.
+pub fn load_within(paths: &[PathBuf], limits: &Limits) -> Result<Manifests, ManifestError> {
     let mut out = Manifests::default();
     let mut seen_nodes: HashMap<String, String> = HashMap::new();
     let mut seen_pods: HashMap<String, String> = HashMap::new();
-    for path in paths {
-        let mut files = Vec::new();
-        collect(path, &mut files)?;
-        for file in files {
-            load_file(&file, &mut out, &mut seen_nodes, &mut seen_pods)?;
-        }
+    let mut budget = ReadBudget::new(*limits);
+    for file in files(paths)? {
+        load_file(
+            &file,
+            &mut budget,
+            &mut out,
+            &mut seen_nodes,
+            &mut seen_pods,
+        )?;
     }
     Ok(out)
 }
 
-fn collect(path: &Path, files: &mut Vec<PathBuf>) -> Result<(), ManifestError> {
-    let meta = std::fs::metadata(path).map_err(|e| ManifestError {
-        file: path.display().to_string(),
-        location: String::new(),
-        cause: e.to_string(),
-    })?;
-    if meta.is_file() {
-        files.push(path.to_path_buf());
-        return Ok(());
-    }
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(path)
-        .map_err(|e| ManifestError {
-            file: path.display().to_string(),
+/// The manifest files of every path, in order.
+fn files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, ManifestError> {
+    let mut files = Vec::new();
+    for path in paths {
+        input::manifest_files(path, &mut files).map_err(|(p, e)| ManifestError {
+            file: p.display().to_string(),
             location: String::new(),
             cause: e.to_string(),
-        })?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .collect();
-    entries.sort();
-    for p in entries {
-        if p.is_dir() {
-            collect(&p, files)?;
-        } else if matches!(
-            p.extension().and_then(|e| e.to_str()),
-            Some("yaml" | "yml" | "json")
-        ) {
-            files.push(p);
-        }
+        })?;
     }
-    Ok(())
+    Ok(files)
 }
 
 fn load_file(
     file: &Path,
+    budget: &mut ReadBudget,
     out: &mut Manifests,
     seen_nodes: &mut HashMap<String, String>,
     seen_pods: &mut HashMap<String, String>,
@@ -95,7 +92,7 @@ fn load_file(
         location,
         cause,
     };
-    for (doc, kind, obj) in file_objects(file)? {
+    for (doc, kind, obj) in file_objects(file, budget)? {
         let label = object_label(&kind, &obj);
         let at = format!("document {doc} ({label}): ");
         let here = format!("{name} document {doc}");
@@ -140,9 +137,19 @@ fn load_file(
                 out.priority_classes.push(c);
             }
             "PodDisruptionBudget" => {
-                let v: serde_json::Value = decode(obj).map_err(|c| fail(at.clone(), c))?;
-                let b = DisruptionBudget::from_json(v).map_err(|c| fail(at.clone(), c))?;
+                let b = DisruptionBudget::from_json(obj).map_err(|c| fail(at.clone(), c))?;
                 out.budgets.push(b);
+            }
+            k if crate::framework::volumes::manifest::KINDS.contains(&k) => {
+                use crate::framework::volumes::RawVolume;
+                let raw = match k {
+                    "PersistentVolume" => decode(obj).map(|o| RawVolume::Pv(Box::new(o))),
+                    "PersistentVolumeClaim" => decode(obj).map(|o| RawVolume::Pvc(Box::new(o))),
+                    "StorageClass" => decode(obj).map(|o| RawVolume::Class(Box::new(o))),
+                    _ => decode(obj).map(|o| RawVolume::CsiNode(Box::new(o))),
+                }
+                .map_err(|c| fail(at.clone(), c))?;
+                out.volumes.add(raw, here).map_err(|c| fail(at, c))?;
             }
             other => *out.skipped.entry(other.to_string()).or_insert(0) += 1,
         }
@@ -150,35 +157,32 @@ fn load_file(
     Ok(())
 }
 
-use serde::Deserialize;
-
 /// Splits `List` objects into their items; returns (kind, object) pairs.
-fn flatten(
-    value: serde_yaml::Value,
-    out: &mut Vec<(String, serde_yaml::Value)>,
-) -> Result<(), String> {
+fn flatten(value: Value, out: &mut Vec<(String, Value)>) -> Result<(), String> {
     let kind = value
         .get("kind")
-        .and_then(|k| k.as_str())
+        .and_then(Value::as_str)
         .ok_or_else(|| "missing `kind` (expected Node, Pod or List)".to_string())?
         .to_string();
     if kind == "List" || kind.ends_with("List") {
-        let items = value
-            .get("items")
-            .and_then(|i| i.as_sequence())
-            .cloned()
-            .unwrap_or_default();
+        let items = match value {
+            Value::Object(mut m) => match m.remove("items") {
+                Some(Value::Array(items)) => items,
+                _ => Vec::new(),
+            },
+            _ => Vec::new(),
+        };
         let item_kind = kind
             .strip_suffix("List")
             .filter(|k| !k.is_empty())
             .map(str::to_string);
         for mut item in items {
             if item.get("kind").is_none() {
-                match (&item_kind, item.as_mapping_mut()) {
+                match (&item_kind, item.as_object_mut()) {
                     (Some(k), Some(m)) => {
                         m.insert("kind".into(), k.clone().into());
                     }
-                    _ => return Err(format!("{kind} item without `kind`")),
+                    _ => return Err(format!("{} item without `kind`", escape::name(&kind))),
                 }
             }
             flatten(item, out)?;
@@ -189,26 +193,31 @@ fn flatten(
     Ok(())
 }
 
-fn object_label(kind: &str, obj: &serde_yaml::Value) -> String {
+fn object_label(kind: &str, obj: &Value) -> String {
     let meta = obj.get("metadata");
     let name = meta
         .and_then(|m| m.get("name"))
-        .and_then(|n| n.as_str())
+        .and_then(Value::as_str)
         .unwrap_or("<unnamed>");
+    let kind = escape::name(kind);
     match meta
         .and_then(|m| m.get("namespace"))
-        .and_then(|n| n.as_str())
+        .and_then(Value::as_str)
     {
-        Some(ns) if kind == "Pod" || kind == "PodDisruptionBudget" => {
-            format!("{kind} {ns}/{name}")
+        Some(ns)
+            if kind == "Pod"
+                || kind == "PersistentVolumeClaim"
+                || kind == "PodDisruptionBudget" =>
+        {
+            format!("{kind} {}/{}", escape::name(ns), escape::name(name))
         }
-        _ => format!("{kind} {name}"),
+        _ => format!("{kind} {}", escape::name(name)),
     }
 }
 
-pub(crate) fn decode<T: serde::de::DeserializeOwned>(obj: serde_yaml::Value) -> Result<T, String> {
+pub(crate) fn decode<T: serde::de::DeserializeOwned>(obj: Value) -> Result<T, String> {
     serde_path_to_error::deserialize(obj).map_err(|e| {
-        let path = e.path().to_string();
+        let path = escape::escape(&e.path().to_string()).into_owned();
         format!("{path}: {}", e.into_inner())
     })
 }
@@ -223,7 +232,7 @@ fn model_cause(e: ModelError) -> String {
 #[derive(Debug, Clone)]
 pub struct RawObject {
     pub kind: String,
-    pub value: serde_yaml::Value,
+    pub value: Value,
     pub file: String,
     /// `document N (Kind name): `, for errors.
     pub location: String,
@@ -243,14 +252,11 @@ impl RawObject {
 /// Every object in `paths` (files, or directories searched as [`load`]
 /// does), `List`s flattened, in file order.
 pub fn raw_objects(paths: &[PathBuf]) -> Result<Vec<RawObject>, ManifestError> {
-    let mut files = Vec::new();
-    for path in paths {
-        collect(path, &mut files)?;
-    }
+    let mut budget = ReadBudget::new(Limits::DEFAULT);
     let mut out = Vec::new();
-    for file in files {
+    for file in files(paths)? {
         let name = file.display().to_string();
-        for (doc, kind, obj) in file_objects(&file)? {
+        for (doc, kind, obj) in file_objects(&file, &mut budget)? {
             let location = format!("document {doc} ({}): ", object_label(&kind, &obj));
             out.push(RawObject {
                 kind,
@@ -265,28 +271,35 @@ pub fn raw_objects(paths: &[PathBuf]) -> Result<Vec<RawObject>, ManifestError> {
 
 /// The objects of one file as (document number from 1, kind, object),
 /// `List`s flattened.
-fn file_objects(file: &Path) -> Result<Vec<(usize, String, serde_yaml::Value)>, ManifestError> {
+fn file_objects(
+    file: &Path,
+    budget: &mut ReadBudget,
+) -> Result<Vec<(usize, String, Value)>, ManifestError> {
     let name = file.display().to_string();
     let fail = |location: String, cause: String| ManifestError {
         file: name.clone(),
         location,
         cause,
     };
-    let text = std::fs::read_to_string(file).map_err(|e| fail(String::new(), e.to_string()))?;
+    let text = budget
+        .read(file)
+        .map_err(|e| fail(String::new(), e.to_string()))?;
+    let docs = yaml::documents(&text, budget.limits()).map_err(|(doc, e)| {
+        let cause = if e.limit {
+            e.message
+        } else {
+            format!("not valid YAML/JSON: {}", e.message)
+        };
+        fail(format!("document {doc}: "), cause)
+    })?;
     let mut out = Vec::new();
-    for (i, doc) in serde_yaml::Deserializer::from_str(&text).enumerate() {
-        let value = serde_yaml::Value::deserialize(doc).map_err(|e| {
-            fail(
-                format!("document {}: ", i + 1),
-                format!("not valid YAML/JSON: {e}"),
-            )
-        })?;
+    for (doc, value) in docs {
         if value.is_null() {
             continue;
         }
         let mut objects = Vec::new();
-        flatten(value, &mut objects).map_err(|c| fail(format!("document {}: ", i + 1), c))?;
-        out.extend(objects.into_iter().map(|(kind, obj)| (i + 1, kind, obj)));
+        flatten(value, &mut objects).map_err(|c| fail(format!("document {doc}: "), c))?;
+        out.extend(objects.into_iter().map(|(kind, obj)| (doc, kind, obj)));
     }
     Ok(out)
 }

@@ -20,6 +20,9 @@ pub struct Metrics {
     /// `wasmsched_plugin_compile_seconds{plugin,origin}`: time to compile a
     /// component (`compiled`) or load it from the disk cache (`disk-cache`).
     pub plugin_compile_seconds: HistogramVec,
+    /// `wasmsched_plugin_log_dropped_bytes_total{plugin}`: plugin output
+    /// (stdout, stderr, `host.log`) dropped by the per-plugin rate limit.
+    pub plugin_log_dropped_bytes: IntCounterVec,
     /// The digest each plugin's info series carries, to retire it on swap.
     current: Mutex<HashMap<String, String>>,
 }
@@ -61,10 +64,19 @@ impl Metrics {
             &["plugin", "origin"],
         )
         .expect("valid metric");
+        let plugin_log_dropped_bytes = IntCounterVec::new(
+            Opts::new(
+                "wasmsched_plugin_log_dropped_bytes_total",
+                "Bytes of plugin output (stdout, stderr, host.log) dropped by the per-plugin rate limit.",
+            ),
+            &["plugin"],
+        )
+        .expect("valid metric");
         for c in [
             Box::new(plugin_reloads.clone()) as Box<dyn prometheus::core::Collector>,
             Box::new(plugin_info.clone()),
             Box::new(plugin_compile_seconds.clone()),
+            Box::new(plugin_log_dropped_bytes.clone()),
         ] {
             registry.register(c).expect("metric names are unique");
         }
@@ -73,6 +85,7 @@ impl Metrics {
             plugin_reloads,
             plugin_info,
             plugin_compile_seconds,
+            plugin_log_dropped_bytes,
             current: Mutex::default(),
         }
     }

@@ -2,6 +2,7 @@
 
 use comfy_table::{presets::UTF8_BORDERS_ONLY, Cell, ContentArrangement, Table};
 
+use crate::escape::{escape, Escaped};
 use crate::framework::FilterVerdict;
 use crate::simulate::{ExplainReport, Report};
 
@@ -14,8 +15,8 @@ pub fn table(report: &Report) -> String {
     t.set_header(vec!["POD", "NODE", "SCORE"]);
     for s in &report.scheduled {
         t.add_row(vec![
-            Cell::new(format!("{}/{}", s.namespace, s.pod)),
-            Cell::new(&s.node),
+            Cell::new(format!("{}/{}", Escaped(&s.namespace), Escaped(&s.pod))),
+            Cell::new(escape(&s.node)),
             Cell::new(s.score.map_or("-".to_string(), |v| v.to_string())),
         ]);
     }
@@ -29,7 +30,12 @@ pub fn table(report: &Report) -> String {
             report.unschedulable.len()
         ));
         for u in &report.unschedulable {
-            out.push_str(&format!("  {}/{}: {}\n", u.namespace, u.pod, u.message));
+            out.push_str(&format!(
+                "  {}/{}: {}\n",
+                Escaped(&u.namespace),
+                Escaped(&u.pod),
+                Escaped(&u.message)
+            ));
         }
     }
     if !report.preemptions.is_empty() {
@@ -50,14 +56,14 @@ pub fn table(report: &Report) -> String {
         let failures: Vec<String> = h.failures.iter().map(|(k, v)| format!("{v} {k}")).collect();
         out.push_str(&format!(
             "\nplugin {} (profile {}): failures: {}; skipped for {} pod(s); {} instance(s) started\n",
-            h.plugin,
-            h.profile,
-            if failures.is_empty() { "none".into() } else { failures.join(", ") },
+            Escaped(&h.plugin),
+            Escaped(&h.profile),
+            if failures.is_empty() { "none".into() } else { escape(&failures.join(", ")).into_owned() },
             h.skips,
             h.instances
         ));
         if let Some(last) = &h.last_failure {
-            out.push_str(&format!("  last failure: {last}\n"));
+            out.push_str(&format!("  last failure: {}\n", Escaped(last)));
         }
     }
     if let Some(t) = &report.traffic {
@@ -89,16 +95,16 @@ pub fn table(report: &Report) -> String {
 pub fn explain(e: &ExplainReport) -> String {
     let mut out = format!(
         "Explain {}/{} (profile {}): {}\n",
-        e.namespace,
-        e.pod,
-        e.profile,
+        Escaped(&e.namespace),
+        Escaped(&e.pod),
+        Escaped(&e.profile),
         match &e.node {
-            Some(n) => format!("placed on {n}"),
+            Some(n) => format!("placed on {}", Escaped(n)),
             None => "unschedulable".into(),
         }
     );
     if let Some(r) = &e.explanation.pod_reason {
-        out.push_str(&format!("  rejected on every node: {r}\n"));
+        out.push_str(&format!("  rejected on every node: {}\n", Escaped(r)));
         return out;
     }
     let mut nodes: Vec<_> = e.explanation.nodes.iter().collect();
@@ -125,8 +131,8 @@ pub fn explain(e: &ExplainReport) -> String {
             .iter()
             .filter_map(|(p, v)| match v {
                 FilterVerdict::Pass | FilterVerdict::Skip => None,
-                FilterVerdict::Reject(r) => Some(format!("{p}: {r}")),
-                FilterVerdict::Error(r) => Some(format!("{p}: error: {r}")),
+                FilterVerdict::Reject(r) => Some(format!("{}: {}", Escaped(p), Escaped(r))),
+                FilterVerdict::Error(r) => Some(format!("{}: error: {}", Escaped(p), Escaped(r))),
             })
             .collect();
         let filter = if rejections.is_empty() {
@@ -138,13 +144,15 @@ pub fn explain(e: &ExplainReport) -> String {
             .scores
             .iter()
             .map(|s| match (&s.error, s.raw, s.normalized, s.weighted) {
-                (Some(err), _, _, _) => format!("{}: error: {err}", s.plugin),
-                (None, Some(r), Some(nz), Some(w)) => format!("{} {r} -> {nz} = {w}", s.plugin),
-                _ => format!("{}: -", s.plugin),
+                (Some(err), _, _, _) => format!("{}: error: {}", Escaped(&s.plugin), Escaped(err)),
+                (None, Some(r), Some(nz), Some(w)) => {
+                    format!("{} {r} -> {nz} = {w}", Escaped(&s.plugin))
+                }
+                _ => format!("{}: -", Escaped(&s.plugin)),
             })
             .collect();
         t.add_row(vec![
-            Cell::new(&n.node),
+            Cell::new(escape(&n.node)),
             Cell::new(filter),
             Cell::new(scores.join("\n")),
             Cell::new(n.total.map_or("-".into(), |v| v.to_string())),

@@ -251,6 +251,9 @@ impl<'a> Simulation<'a> {
         for n in manifests.nodes {
             self.cache.node_applied(n, 0);
         }
+        for v in manifests.volumes.objects {
+            self.cache.volume_applied(v, 0);
+        }
         self.cache.snapshot.budgets = Budgets::complete(manifests.budgets);
         let classes = PriorityClasses::new(manifests.priority_classes);
         for mut pod in manifests.pods {
@@ -394,8 +397,10 @@ impl<'a> Simulation<'a> {
     }
 
     /// The binding cycle, simulated: PreBind output is already on the
-    /// assumed pod; the binding is confirmed as the watch would.
+    /// assumed pod; volume bindings are written as the API server and PV
+    /// controller would; the binding is confirmed as the watch would.
     fn bind(&mut self, fw: &Framework, a: Box<Assumption>) {
+        crate::framework::volumes::simulated::apply(self.cache.snapshot.volumes(), &a.actions);
         let uid = a.pod.uid.clone();
         self.cache.finish_binding(&uid, self.now);
         self.cache

@@ -204,7 +204,7 @@ fn config_with_an_unknown_nested_field() {
 fn config_type_errors_name_the_field_once() {
     let f = cfg("wrong-type.yaml");
     let line = assert_one_line_error(&simulate_config(&f), &[]);
-    assert_eq!(line, format!("error: config {f}: parallelism: invalid type: string \"many\", expected usize at line 1 column 14"));
+    assert_eq!(line, format!("error: config {f}: parallelism: invalid value \"many\", expected a non-negative integer at line 1 column 14"));
 }
 
 #[test]
@@ -458,7 +458,10 @@ fn run_config_rejects_other_locks_and_bad_rates() {
         &["clientConnection.qps: must be a positive number, not 0"],
     );
     let (out, _) = run_with_config("leaderElection:\n  leaseDuraton: 10s\n");
-    assert_one_line_error(&out, &["leaderElection: unknown field `leaseDuraton`"]);
+    assert_one_line_error(
+        &out,
+        &["leaderElection.leaseDuraton: unknown field `leaseDuraton`"],
+    );
     let (out, _) = run_with_config("bindConcurrency: 0\n");
     assert_one_line_error(&out, &["bindConcurrency: must be at least 1"]);
 }

@@ -407,7 +407,8 @@ fn profiles_lists_the_built_in_gpu_scheduler() {
     assert_eq!(
         lines[1],
         "  filter: NodeUnschedulable, NodeName, TaintToleration, NodeAffinity, NodePorts, NodeResourcesFit, \
-         PodTopologySpread, InterPodAffinity, GpuTopology, NetworkLocality"
+         VolumeRestrictions, NodeVolumeLimits, VolumeBinding, VolumeZone, PodTopologySpread, InterPodAffinity, \
+         GpuTopology, NetworkLocality"
     );
     assert_eq!(
         lines[2],
@@ -416,19 +417,21 @@ fn profiles_lists_the_built_in_gpu_scheduler() {
          GpuTopology (weight 3), NetworkLocality (weight 2)"
     );
     assert_eq!(lines[3], "  postfilter: DefaultPreemption");
-    assert_eq!(lines[4], "  bind: DefaultBinder");
-    assert_eq!(lines[5], "  preemption advisors: GpuTopology");
+    assert_eq!(lines[4], "  reserve: VolumeBinding");
+    assert_eq!(lines[5], "  prebind: VolumeBinding");
+    assert_eq!(lines[6], "  bind: DefaultBinder");
+    assert_eq!(lines[7], "  preemption advisors: GpuTopology");
     assert!(
-        lines[6].starts_with("wasm plugin GpuTopology: "),
+        lines[8].starts_with("wasm plugin GpuTopology: "),
         "{}",
         o.stdout
     );
     assert!(
-        lines[7].starts_with("wasm plugin NetworkLocality: "),
+        lines[9].starts_with("wasm plugin NetworkLocality: "),
         "{}",
         o.stdout
     );
-    assert_eq!(lines.len(), 8, "{}", o.stdout);
+    assert_eq!(lines.len(), 10, "{}", o.stdout);
 }
 
 #[test]
@@ -438,10 +441,12 @@ fn profiles_of_a_configuration_file() {
     assert_eq!(
         o.stdout,
         "profile gpu-scheduler\n  filter: NodeUnschedulable, NodeName, TaintToleration, NodeAffinity, NodePorts, \
-         NodeResourcesFit, PodTopologySpread, InterPodAffinity\n  score:  TaintToleration (weight 3), \
+         NodeResourcesFit, VolumeRestrictions, NodeVolumeLimits, VolumeBinding, VolumeZone, PodTopologySpread, \
+         InterPodAffinity\n  score:  TaintToleration (weight 3), \
          NodeAffinity (weight 2), NodeResourcesFit (weight 1), PodTopologySpread (weight 2), \
          InterPodAffinity (weight 2), NodeResourcesBalancedAllocation (weight 1)\n  \
-         postfilter: DefaultPreemption\n  bind: DefaultBinder\n"
+         postfilter: DefaultPreemption\n  reserve: VolumeBinding\n  prebind: VolumeBinding\n  \
+         bind: DefaultBinder\n"
     );
 }
 

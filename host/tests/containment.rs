@@ -243,3 +243,106 @@ fn plugin_that_rejects_its_args_fails_at_start() {
         "{s}"
     );
 }
+
+// ---- hostile plugins: host calls, output, imports --------------------
+
+/// A plugin that sleeps (WASI clocks and `io/poll`) cannot block past its
+/// deadline: sleeping returns at once, so a plugin that sleeps forever is
+/// a loop the epoch deadline stops, and the pod gets the timeout.
+#[test]
+fn a_plugin_that_sleeps_forever_times_out_instead_of_blocking() {
+    let r = run(
+        r#"{"misbehave": "sleep", "at": "filter", "only_pod": "p3"}"#,
+        "Fail",
+    )
+    .unwrap();
+    let msg = message(&r.report, "p3").expect("p3 is unschedulable");
+    assert!(msg.contains("plugin Chaos failed: timeout"), "{msg}");
+    for p in ["p1", "p2", "p4"] {
+        assert_eq!(placed(&r.report, p).as_deref(), Some("node-b"), "{p}");
+    }
+    let health = &r.report.plugin_health[0];
+    assert!(
+        health.failures.get("timeout").is_some_and(|n| *n >= 1),
+        "{health:?}"
+    );
+}
+
+/// A host function the plugin called returning an error is named as
+/// such, with its cause, not as a bare wasm backtrace.
+#[test]
+fn a_failed_host_call_names_its_cause() {
+    let r = run(
+        r#"{"misbehave": "host-error", "at": "filter", "only_pod": "p1"}"#,
+        "Fail",
+    )
+    .unwrap();
+    let msg = message(&r.report, "p1").expect("p1 is unschedulable");
+    assert!(
+        msg.contains("plugin Chaos failed: trap: a host call failed: requested len"),
+        "{msg}"
+    );
+    assert!(!msg.contains("wasm backtrace"), "{msg}");
+}
+
+/// What a plugin prints goes to the scheduler's log escaped, cut, and
+/// within a rate limit per plugin; what is dropped is counted.
+#[test]
+fn plugin_output_is_escaped_and_rate_limited() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("nodes.yaml"), CLUSTER).unwrap();
+    std::fs::write(dir.path().join("pods.yaml"), pods()).unwrap();
+    let cfg_dir = tempfile::tempdir().unwrap();
+    let cfg = cfg_dir.path().join("config.yaml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "wasmPlugins:\n- name: Chaos\n  path: {}\n  timeout: 5s\nprofiles:\n- schedulerName: chaos\n  plugins:\n    filter:\n      enabled: [{{name: Chaos}}]\n  pluginConfig:\n  - name: Chaos\n    args: {{misbehave: spam, at: filter}}\n",
+            chaos_wasm().display()
+        ),
+    )
+    .unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_wasmsched"))
+        .args(["simulate", "--log", "info", "--config"])
+        .arg(&cfg)
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stderr = out.stderr;
+    // 4 pods x 4 MiB printed; the log carries at most the burst and a
+    // little more, and a note of what it dropped.
+    assert!(stderr.len() < 512 * 1024, "{} bytes of log", stderr.len());
+    assert!(!stderr.contains(&0x1b), "a raw escape byte reached the log");
+    let text = String::from_utf8_lossy(&stderr);
+    assert!(text.contains("chaos "), "{}", &text[..text.len().min(2000)]);
+    assert!(text.contains("dropped"), "the drop is said");
+}
+
+/// A component that imports what a policy may not use (a socket) is
+/// refused when it is loaded, naming the import.
+#[test]
+fn forbidden_imports_are_refused_at_load() {
+    let bytes = wat::parse_str(
+        r#"(component
+  (import "wasi:sockets/tcp@0.2.0" (instance))
+  (core module $m (func (export "v") (result i32) i32.const 0))
+  (core instance $i (instantiate $m))
+  (func $v (result u32) (canon lift (core func $i "v")))
+  (instance $lc (export "contract-version" (func $v)))
+  (export "wasmsched:plugin/lifecycle@0.2.0" (instance $lc))
+)"#,
+    )
+    .unwrap();
+    let err = wasmsched::wasm::PluginModule::compile(&bytes)
+        .err()
+        .expect("refused");
+    assert_eq!(
+        err.to_string(),
+        "imports wasi:sockets/tcp@0.2.0, which a scheduling policy may not use (allowed: wasi:cli, wasi:clocks, wasi:filesystem without directories, wasi:io, wasi:random, and the wasmsched:plugin host interface)"
+    );
+}

@@ -557,7 +557,7 @@ fn percentage_over_100_is_rejected() {
 // ------------------------------------------------------ unsupported pods
 
 #[test]
-fn a_pod_with_a_persistent_volume_claim_is_unschedulable() {
+fn a_pod_whose_claim_is_missing_is_unschedulable_as_upstream_says() {
     let s = build(&native_config(), 0);
     let pvc = PodB::new("with-pvc")
         .spec(
@@ -568,16 +568,27 @@ fn a_pod_with_a_persistent_volume_claim_is_unschedulable() {
     let scratch = PodB::new("with-emptydir")
         .spec("volumes", json!([{"name": "tmp", "emptyDir": {}}]))
         .build();
+    let ephemeral = PodB::new("with-ephemeral")
+        .spec(
+            "volumes",
+            json!([{"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {}}}}]),
+        )
+        .build();
     let r = simulate(
         &s,
         vec![NodeB::new("n1").build(), NodeB::new("n2").build()],
-        vec![pvc, scratch],
+        vec![pvc, scratch, ephemeral],
     );
     assert_eq!(scheduled_order(&r), ["default/with-emptydir"]);
+    // kube-scheduler 1.20's VolumeBinding PreFilter: every node gets it.
     assert_eq!(
         failures(&r)["default/with-pvc"],
-        "0/2 nodes are available: pod uses PersistentVolumeClaim \"my-claim\" (volume \"data\"); \
-         wasmsched does not schedule pods with PersistentVolumeClaims yet."
+        "0/2 nodes are available: 2 persistentvolumeclaim \"my-claim\" not found."
+    );
+    assert_eq!(
+        failures(&r)["default/with-ephemeral"],
+        "0/2 nodes are available: pod uses generic ephemeral volume \"scratch\", which \
+         Kubernetes 1.20 does not serve; wasmsched does not schedule such pods."
     );
 }
 

@@ -157,3 +157,30 @@ fn built_ins_skip_what_does_not_concern_the_pod() {
         "{gpu_verdicts:?}"
     );
 }
+
+#[test]
+fn training_workers_land_where_their_dataset_is() {
+    for seed in [0, 1, 2] {
+        let r = simulate("examples/gpu-training", None, seed);
+        let on = |pod: &str| {
+            r.scheduled
+                .iter()
+                .find(|s| s.pod == pod)
+                .map(|s| s.node.as_str())
+        };
+        // The two ImageNet copies on A100 nodes, one worker each.
+        let mut workers = [on("resnet-0").unwrap(), on("resnet-1").unwrap()];
+        workers.sort();
+        assert_eq!(workers, ["gpu-a100-1", "gpu-a100-2"], "seed {seed}");
+        // The last copy is on the V100 node: the evaluation job goes there.
+        assert_eq!(on("resnet-eval"), Some("gpu-v100-1"));
+        // gpu-a100-3 has GPUs but no copy.
+        assert_eq!(r.unschedulable.len(), 1);
+        assert_eq!(r.unschedulable[0].pod, "resnet-2");
+        assert_eq!(
+            r.unschedulable[0].message,
+            "0/4 nodes are available: 1 node(s) didn't find available persistent volumes \
+             to bind, 3 Insufficient nvidia.com/gpu."
+        );
+    }
+}

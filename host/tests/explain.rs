@@ -22,6 +22,7 @@ const EXAMPLES: &[(&str, Option<&str>)] = &[
         Some("examples/gpu-fragmentation/binpack.yaml"),
     ),
     ("examples/microservices", None),
+    ("examples/gpu-training", None),
     (
         "examples/microservices",
         Some("examples/microservices/locality-off.yaml"),

@@ -10,7 +10,33 @@ use std::path::PathBuf;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
 use serde::Deserialize;
 
+use super::{err, ConfigError};
 use crate::wasm::FailurePolicy;
+
+/// The most node-evaluation threads a configuration may ask for: each is
+/// an OS thread (and a plugin instance per wasm plugin).
+pub const MAX_PARALLELISM: usize = 1024;
+
+/// The most bindings in flight a configuration may ask for.
+pub const MAX_BIND_CONCURRENCY: usize = 1024;
+
+/// Checks of single values that need nothing else; the rest is checked
+/// when the profiles are built.
+pub fn check(file: &ConfigFile) -> Result<(), ConfigError> {
+    at_most("parallelism", file.parallelism, MAX_PARALLELISM)?;
+    at_most(
+        "bindConcurrency",
+        file.bind_concurrency,
+        MAX_BIND_CONCURRENCY,
+    )
+}
+
+fn at_most(field: &str, value: Option<usize>, max: usize) -> Result<(), ConfigError> {
+    match value {
+        Some(v) if v > max => Err(err(field, format!("must be at most {max}, got {v}"))),
+        _ => Ok(()),
+    }
+}
 
 /// The whole file.
 #[derive(Debug, Clone, Deserialize, Default)]

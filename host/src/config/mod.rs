@@ -13,6 +13,7 @@ use std::time::Duration;
 use thiserror::Error;
 
 use crate::framework::Framework;
+use crate::input::{self, ReadBudget};
 use crate::wasm::{DiskCache, Limits, PluginModule, WasmPlugin};
 
 pub use file::ConfigFile;
@@ -36,32 +37,35 @@ fn err(field: impl Into<String>, cause: impl Into<String>) -> ConfigError {
     }
 }
 
-/// Parses a configuration file's text (YAML or JSON).
+/// Parses a configuration file's text (YAML or JSON) within the default
+/// input limits (see [`crate::input`]).
 pub fn parse(text: &str) -> Result<ConfigFile, ConfigError> {
-    let de = serde_yaml::Deserializer::from_str(text);
-    serde_path_to_error::deserialize(de).map_err(|e| {
-        let path = e.path().to_string();
-        let inner = e.into_inner().to_string();
-        // serde_yaml's message may already start with the path; say it once.
-        // It ends with " at line L column C", which helps: keep that.
-        let inner = inner
-            .strip_prefix(&format!("{path}: "))
+    let file: ConfigFile = input::yaml::typed(text, &input::Limits::DEFAULT).map_err(|e| {
+        // The message may already start with the path; say it once. It
+        // ends with " at line L column C", which helps: keep that.
+        let cause = e
+            .cause
+            .strip_prefix(&format!("{}: ", e.path))
             .map(str::to_string)
-            .unwrap_or(inner);
+            .unwrap_or(e.cause);
         err(
-            if path == "." {
+            if e.path == "." {
                 "config".to_string()
             } else {
-                path
+                e.path
             },
-            inner,
+            cause,
         )
-    })
+    })?;
+    file::check(&file)?;
+    Ok(file)
 }
 
-/// Reads and parses a configuration file.
+/// Reads and parses a configuration file (at most
+/// [`input::Limits::file_bytes`]).
 pub fn load(path: &Path) -> Result<ConfigFile, ConfigError> {
-    let text = std::fs::read_to_string(path)
+    let text = ReadBudget::new(input::Limits::DEFAULT)
+        .read(path)
         .map_err(|e| err(path.display().to_string(), e.to_string()))?;
     parse(&text).map_err(|e| err(format!("{}: {}", path.display(), e.field), e.cause))
 }

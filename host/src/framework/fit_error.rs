@@ -15,6 +15,10 @@ pub struct FitError {
     /// A reason that applies to the pod as a whole (PreFilter rejection,
     /// a plugin refusing the pod), replacing the per-node counts.
     pub pod_reason: Option<String>,
+    /// The pod reason is upstream's PreFilter status, which every node
+    /// gets: it is counted once per node (`0/3 nodes are available: 3
+    /// <reason>.`).
+    pub pod_reason_counts_nodes: bool,
     /// What PostFilter said when it found no way (upstream appends it,
     /// for example `preemption: 0/5 nodes are available: ...`).
     pub post_filter: Vec<String>,
@@ -29,7 +33,12 @@ impl FitError {
     /// `<count> <reason>` strings sorted as strings.
     pub fn message(&self) -> String {
         let mut msg = if let Some(reason) = &self.pod_reason {
-            format!("0/{} nodes are available: {}.", self.num_all_nodes, reason)
+            let n = self.num_all_nodes;
+            if self.pod_reason_counts_nodes {
+                format!("0/{n} nodes are available: {n} {reason}.")
+            } else {
+                format!("0/{n} nodes are available: {reason}.")
+            }
         } else {
             let mut parts: Vec<String> = self
                 .reasons

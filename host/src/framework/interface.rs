@@ -93,6 +93,14 @@ pub trait PreFilterPlugin: Plugin {
     fn pre_filter(&self, ctx: &CycleContext, state: &mut CycleState)
         -> Result<Decision, Rejection>;
 
+    /// How this plugin's PreFilter rejection reads in the FitError:
+    /// `false` (the default), as one reason for the pod (`0/3 nodes are
+    /// available: <reason>.`); `true`, as upstream's PreFilter status,
+    /// which every node gets (`0/3 nodes are available: 3 <reason>.`).
+    fn rejection_counts_nodes(&self) -> bool {
+        false
+    }
+
     /// AddPod: `pod` is placed on `node` in a what-if evaluation
     /// (preemption's reprieve, nominated pods); update `state` to match.
     fn add_pod(
@@ -336,6 +344,34 @@ pub enum BindAction {
     },
     /// Bind the pod to the node (`pods/binding`).
     Bind,
+    /// Bind a PersistentVolume to a claim (VolumeBinding's PreBind, a
+    /// static binding): write `claimRef` (and, when `by_controller`,
+    /// `pv.kubernetes.io/bound-by-controller`) to the PV, which must still
+    /// be at `resource_version`. The PV controller binds the claim.
+    BindVolume {
+        pv: String,
+        resource_version: u64,
+        claim: crate::model::volume::ClaimRef,
+        by_controller: bool,
+    },
+    /// Have a volume provisioned for a claim on `node`: annotate the
+    /// claim, which must still be at `resource_version`, with
+    /// `volume.kubernetes.io/selected-node`.
+    SelectNode {
+        namespace: String,
+        claim: String,
+        node: String,
+        resource_version: u64,
+    },
+    /// Wait until the PV controller (and provisioners) completed the
+    /// pod's bindings, at most `timeout` (upstream's `bindTimeoutSeconds`):
+    /// the `(PV, namespace/claim)` static bindings and the provisioned
+    /// claims.
+    WaitForVolumes {
+        bindings: Vec<(String, String)>,
+        provisions: Vec<String>,
+        timeout: Duration,
+    },
 }
 
 /// PreBind: what to write before the pod is bound.

@@ -19,6 +19,7 @@ pub mod queue;
 pub mod registry;
 pub mod schedule_one;
 pub mod timings;
+pub mod volumes;
 pub mod waiting;
 
 pub use advisor::{Advice, Candidate, PreemptionAdvisor, Victim};

@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use super::volumes::VolumeStore;
 use crate::model::pod::HostPort;
 use crate::model::{Node, Pod, Resources};
 
@@ -107,6 +108,9 @@ pub struct Snapshot {
     pub nominator: super::nominator::Nominator,
     /// PodDisruptionBudgets, for preemption.
     pub budgets: crate::model::budget::Budgets,
+    /// PVs, claims, StorageClasses and CSINodes (shared by clones: it is
+    /// the one volume store, with its assumed bindings).
+    volumes: Arc<VolumeStore>,
 }
 
 impl Snapshot {
@@ -145,6 +149,11 @@ impl Snapshot {
             }
         }
         out
+    }
+
+    /// The volume objects the volume plugins read.
+    pub fn volumes(&self) -> &Arc<VolumeStore> {
+        &self.volumes
     }
 
     /// All nodes, in slot order.

@@ -19,6 +19,14 @@ registry! {
         points: [Filter], weight: 0, default: true;
     native "NodeResourcesFit" => plugins::node_resources_fit::new,
         points: [Filter, Score], weight: 1, default: true;
+    native "VolumeRestrictions" => plugins::volume::restrictions::new,
+        points: [PreFilter, Filter], weight: 0, default: true;
+    native "NodeVolumeLimits" => plugins::volume::limits::new,
+        points: [Filter], weight: 0, default: true;
+    native "VolumeBinding" => plugins::volume::binding::new,
+        points: [PreFilter, Filter, Reserve, PreBind], weight: 0, default: true;
+    native "VolumeZone" => plugins::volume::zone::new,
+        points: [Filter], weight: 0, default: true;
     native "PodTopologySpread" => plugins::pod_topology_spread::new,
         points: [PreFilter, Filter, PreScore, Score], weight: 2, default: true;
     native "InterPodAffinity" => plugins::inter_pod_affinity::new,

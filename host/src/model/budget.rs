@@ -10,6 +10,7 @@ use std::sync::Arc;
 use k8s_openapi::api::policy::v1 as k8s;
 
 use super::selector::LabelSelector;
+use super::validation;
 use super::{ModelError, Pod};
 
 /// One PodDisruptionBudget.
@@ -36,13 +37,15 @@ impl DisruptionBudget {
             .clone()
             .unwrap_or_else(|| "default".into());
         let err = |field: &str, cause: String| ModelError {
-            object: format!("PodDisruptionBudget {namespace}/{name}"),
+            object: format!(
+                "PodDisruptionBudget {}/{}",
+                crate::escape::name(&namespace),
+                crate::escape::name(&name)
+            ),
             field: field.to_string(),
             cause,
         };
-        if name.is_empty() {
-            return Err(err("metadata.name", "missing".into()));
-        }
+        validation::meta(&pdb.metadata, validation::dns_subdomain).map_err(|(f, c)| err(&f, c))?;
         let selector = pdb
             .spec
             .as_ref()
@@ -142,6 +145,15 @@ mod tests {
             .unwrap(),
         )
         .unwrap()
+    }
+
+    #[test]
+    fn names_are_checked_as_the_api_server_checks_them() {
+        let bad =
+            DisruptionBudget::from_json(json!({"metadata": {"name": "db", "namespace": "A B"}}));
+        assert!(bad.unwrap_err().starts_with("metadata.namespace: "));
+        let bad = DisruptionBudget::from_json(json!({"metadata": {"namespace": "a"}}));
+        assert_eq!(bad.unwrap_err(), "metadata.name: missing");
     }
 
     #[test]

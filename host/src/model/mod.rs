@@ -7,11 +7,15 @@
 pub mod budget;
 pub mod node;
 pub mod pod;
+mod pod_spec;
+pub mod pod_volume;
 pub mod priority;
 /// One quantity parser for the scheduler and its plugins (`wasmsched-shared`).
 pub use wasmsched_shared::quantity;
 pub mod resources;
 pub mod selector;
+pub mod validation;
+pub mod volume;
 
 pub use node::{Node, Taint};
 pub use pod::{Pod, Toleration};

@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1 as k8s;
 
 use super::resources::{Resources, PODS};
-use super::{ModelError, TaintEffect};
+use super::{validation, ModelError, TaintEffect};
+use crate::escape;
 
 /// A node taint.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,13 +40,11 @@ impl Node {
     pub fn from_k8s(node: &k8s::Node) -> Result<Self, ModelError> {
         let name = node.metadata.name.clone().unwrap_or_default();
         let err = |field: &str, cause: String| ModelError {
-            object: format!("Node {name}"),
+            object: format!("Node {}", escape::name(&name)),
             field: field.to_string(),
             cause,
         };
-        if name.is_empty() {
-            return Err(err("metadata.name", "missing".into()));
-        }
+        validation::node(node).map_err(|(field, cause)| err(&field, cause))?;
         let spec = node.spec.clone().unwrap_or_default();
         let mut taints = Vec::new();
         for (i, t) in spec.taints.iter().flatten().enumerate() {
@@ -57,14 +56,15 @@ impl Node {
                 effect,
             });
         }
-        let allocatable = match node.status.as_ref().and_then(|s| s.allocatable.as_ref()) {
+        let stated = node.status.as_ref().and_then(|s| s.allocatable.as_ref());
+        let mut allocatable = match stated {
             Some(a) => Resources::from_k8s(a)
                 .map_err(|(res, e)| err(&format!("status.allocatable.{res}"), e.to_string()))?,
             None => Resources::default(),
         };
-        let mut allocatable = allocatable;
-        if allocatable.get(PODS) == 0 {
-            // A node that states no pod capacity gets kubelet's default.
+        if !stated.is_some_and(|a| a.contains_key(PODS)) {
+            // A node that states no pod capacity gets kubelet's default;
+            // one that states 0 takes no pods.
             allocatable.set(PODS, 110);
         }
         Ok(Self {

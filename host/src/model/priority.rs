@@ -12,6 +12,7 @@ use std::collections::HashMap;
 use k8s_openapi::api::scheduling::v1 as k8s;
 
 use super::pod::{Pod, PreemptionPolicy};
+use super::validation;
 use super::ModelError;
 
 /// The classes every API server has (`system-cluster-critical`,
@@ -38,13 +39,11 @@ impl PriorityClass {
     pub fn from_k8s(pc: &k8s::PriorityClass) -> Result<Self, ModelError> {
         let name = pc.metadata.name.clone().unwrap_or_default();
         let err = |field: &str, cause: String| ModelError {
-            object: format!("PriorityClass {name}"),
+            object: format!("PriorityClass {}", crate::escape::name(&name)),
             field: field.to_string(),
             cause,
         };
-        if name.is_empty() {
-            return Err(err("metadata.name", "missing".into()));
-        }
+        validation::meta(&pc.metadata, validation::dns_subdomain).map_err(|(f, c)| err(&f, c))?;
         let preemption_policy = pc
             .preemption_policy
             .as_deref()
@@ -202,6 +201,25 @@ mod tests {
             .unwrap(),
         );
         assert!(bad.unwrap_err().to_string().contains("preemptionPolicy"));
+    }
+
+    #[test]
+    fn names_are_checked_as_the_api_server_checks_them() {
+        let bad = PriorityClass::from_k8s(
+            &serde_json::from_value(json!({"metadata": {"name": "Hi\u{202e}gh"}, "value": 1}))
+                .unwrap(),
+        )
+        .unwrap_err();
+        assert_eq!(bad.field, "metadata.name");
+        assert!(bad.object.contains("\\u{202e}"), "{}", bad.object);
+        let p = Pod::from_k8s(
+            &serde_json::from_value(json!({
+                "metadata": {"name": "p"},
+                "spec": {"containers": [{"name": "c"}], "priorityClassName": "a\nb"}
+            }))
+            .unwrap(),
+        );
+        assert_eq!(p.unwrap_err().field, "spec.priorityClassName");
     }
 
     #[test]

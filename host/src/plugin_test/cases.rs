@@ -7,8 +7,9 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1 as k8s;
 use serde::{Deserialize, Deserializer};
-use serde_yaml::Value;
+use serde_json::Value;
 
+use crate::input::{yaml, Limits};
 use crate::manifest;
 use crate::model::{Node, Pod};
 use crate::wasm::bindings::types as wit;
@@ -129,7 +130,7 @@ pub struct CaseFile {
 #[serde(deny_unknown_fields)]
 struct RawFile {
     #[serde(default)]
-    args: Option<serde_json::Value>,
+    args: Option<Value>,
     nodes: Vec<Value>,
     #[serde(default)]
     pods: Vec<Value>,
@@ -205,19 +206,18 @@ fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
 /// may leave out: `apiVersion`, `kind`, and a pod's container (one that
 /// requests nothing).
 fn object(mut v: Value, kind: &str, at: &str) -> Result<Value, CaseError> {
-    let Value::Mapping(m) = &mut v else {
+    let Value::Object(m) = &mut v else {
         return Err(fail(at, format!("expected a {kind} object")));
     };
-    m.entry("apiVersion".into()).or_insert("v1".into());
-    m.entry("kind".into()).or_insert(kind.into());
+    m.entry("apiVersion").or_insert("v1".into());
+    m.entry("kind").or_insert(kind.into());
     if kind == "Pod" {
         let spec = m
-            .entry("spec".into())
-            .or_insert_with(|| Value::Mapping(Default::default()));
-        if let Value::Mapping(spec) = spec {
-            spec.entry("containers".into()).or_insert_with(|| {
-                serde_yaml::from_str("[{name: main, image: fixture}]").expect("literal")
-            });
+            .entry("spec")
+            .or_insert_with(|| Value::Object(Default::default()));
+        if let Value::Object(spec) = spec {
+            spec.entry("containers")
+                .or_insert_with(|| serde_json::json!([{"name": "main", "image": "fixture"}]));
         }
     }
     Ok(v)
@@ -236,21 +236,17 @@ fn pod(v: Value, at: &str) -> Result<Pod, CaseError> {
 impl CaseFile {
     /// Parses a case file's text.
     pub fn parse(text: &str) -> Result<Self, CaseError> {
-        let raw: RawFile = serde_path_to_error::deserialize(serde_yaml::Deserializer::from_str(
-            text,
-        ))
-        .map_err(|e| {
-            let path = e.path().to_string();
-            let path = if path == "." {
+        let raw: RawFile = yaml::typed(text, &Limits::DEFAULT).map_err(|e| {
+            let path = if e.path == "." {
                 "case file".into()
             } else {
-                path
+                e.path
             };
-            fail(path, e.into_inner().to_string())
+            fail(path, e.cause)
         })?;
         let args = match raw.args {
             None => "{}".to_string(),
-            Some(v @ serde_json::Value::Object(_)) => v.to_string(),
+            Some(v @ Value::Object(_)) => v.to_string(),
             Some(_) => return Err(fail("args", "expected an object (the plugin's args)")),
         };
         let mut names: BTreeMap<String, u32> = BTreeMap::new();

@@ -22,14 +22,16 @@ use std::process::ExitCode;
 
 use anyhow::{anyhow, Context, Result};
 
+use crate::input::ReadBudget;
 use crate::wasm::{self, Limits};
 
 /// `wasmsched plugin test PLUGIN --cases FILE [--args JSON]`: prints the
 /// report; the exit code says whether every case passed. A file that
 /// cannot be used is an error naming it.
 pub fn run_files(plugin: &Path, cases: &Path, args: Option<&str>) -> Result<ExitCode> {
-    let text =
-        std::fs::read_to_string(cases).with_context(|| format!("case file {}", cases.display()))?;
+    let text = ReadBudget::new(crate::input::Limits::DEFAULT)
+        .read(cases)
+        .with_context(|| format!("case file {}", cases.display()))?;
     let file = CaseFile::parse(&text).map_err(|e| anyhow!("{}: {e}", cases.display()))?;
     let loader = wasm::Loader::default();
     let source = wasm::Source::File(plugin.to_path_buf());

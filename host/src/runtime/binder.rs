@@ -9,6 +9,8 @@
 //! name is not bound by mistake) and the API server refuses to bind a pod
 //! that already has a node.
 
+mod volumes;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -188,6 +190,7 @@ impl Binder {
     /// Runs the binding cycle's actions in order; the first that does not
     /// succeed ends it.
     async fn call(&self, req: &BindRequest) -> BindResult {
+        let mut written = volumes::Written::default();
         for action in &req.assumption.actions {
             let r = match action {
                 BindAction::PatchPod {
@@ -195,6 +198,11 @@ impl Binder {
                     annotations,
                 } => self.patch_pod(req, labels, annotations).await,
                 BindAction::Bind => self.bind_call(req).await,
+                BindAction::BindVolume { .. }
+                | BindAction::SelectNode { .. }
+                | BindAction::WaitForVolumes { .. } => {
+                    self.volume_action(req, action, &mut written).await
+                }
             };
             if r != BindResult::Bound {
                 return r;

@@ -2,6 +2,8 @@
 //!
 //! Pieces, each in its own module, wired together by [`run`]:
 //! - [`informer`]: watches Nodes and Pods into the [`Cache`];
+//! - [`volume_watch`]: watches PVs, claims, StorageClasses and CSINodes
+//!   into the cache's volume store;
 //! - [`scheduling`]: the scheduling loop (one pod per cycle, assume);
 //! - [`binder`]: bindings, asynchronous with bounded concurrency;
 //! - [`events`]: `Scheduled` / `FailedScheduling` events and the pod
@@ -24,6 +26,7 @@ pub mod policy_watch;
 pub mod preemption;
 pub mod scheduling;
 pub mod server;
+pub mod volume_watch;
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -50,6 +53,8 @@ pub struct Shared {
     pub pods_synced: AtomicBool,
     /// PriorityClasses, for pods that arrive without `spec.priority`.
     pub priority_classes: parking_lot::RwLock<crate::model::priority::PriorityClasses>,
+    /// The volume watches listed once.
+    pub volumes_synced: volume_watch::Synced,
     start: Instant,
     /// When the scheduling loop last turned (ms since start).
     loop_seen_ms: AtomicU64,
@@ -68,7 +73,9 @@ impl Shared {
     }
 
     pub fn synced(&self) -> bool {
-        self.nodes_synced.load(Ordering::Acquire) && self.pods_synced.load(Ordering::Acquire)
+        self.nodes_synced.load(Ordering::Acquire)
+            && self.pods_synced.load(Ordering::Acquire)
+            && self.volumes_synced.all()
     }
 
     fn heartbeat(&self) {
@@ -176,6 +183,7 @@ pub async fn run(
         nodes_synced: AtomicBool::new(false),
         pods_synced: AtomicBool::new(false),
         priority_classes: Default::default(),
+        volumes_synced: Default::default(),
         start: Instant::now(),
         loop_seen_ms: AtomicU64::new(0),
     });
@@ -183,18 +191,7 @@ pub async fn run(
     let throttle = client::Throttle::new(settings.qps, settings.burst);
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
 
-    // Plugin hot reload, as `plugin watch` does.
-    let _watcher = if crate::config::plugin_files(file, base).is_empty() {
-        None
-    } else {
-        let reloader = Arc::new(crate::reload::Reloader::from_config(
-            scheduler.clone(),
-            file,
-            base,
-            crate::reload::Options::default(),
-        )?);
-        Some(crate::reload::PluginWatcher::start(reloader)?)
-    };
+    let _watcher = plugin_watcher(&scheduler, file, base)?;
 
     let http = tokio::spawn(server::serve(http, shared.clone(), shutdown_rx.clone()));
     let (report_tx, report_rx) = mpsc::unbounded_channel();
@@ -207,15 +204,10 @@ pub async fn run(
         metrics.clone(),
     );
     let recorder = tokio::spawn(recorder.run(report_rx));
-    let nodes = tokio::spawn(informer::watch_nodes(shared.clone(), client.clone()));
-    let pods = tokio::spawn(informer::watch_pods(
-        shared.clone(),
-        client.clone(),
-        report_tx.clone(),
-    ));
-
+    let mut watches = spawn_watches(&shared, &client, &report_tx);
     let (preempt_tx, [budgets, classes, evictor]) =
         preemption::spawn(&shared, &client, &throttle, &identity);
+    watches.extend([budgets, classes]);
     let (bind_tx, bind_rx) = mpsc::unbounded_channel();
     let binder = binder::Binder {
         shared: shared.clone(),
@@ -236,107 +228,179 @@ pub async fn run(
     drop(report_tx);
 
     let (leading_tx, mut leading_rx) = watch::channel(!leader_elect);
-    let elector = if leader_elect {
+    let elector = leader_elect.then(|| {
         let e = leader::Elector::new(
             client.clone(),
             settings.leader_election.clone(),
             identity.clone(),
             leadership.clone(),
         );
-        let rx = shutdown_rx.clone();
-        Some(tokio::spawn(e.run(leading_tx, rx)))
-    } else {
-        None
-    };
+        tokio::spawn(e.run(leading_tx, shutdown_rx.clone()))
+    });
     let lease_name = format!(
         "{}/{}",
         settings.leader_election.namespace, settings.leader_election.name
     );
     tracing::info!(%identity, listen = %opts.listen, leader_elect, "wasmsched running");
-    metrics
-        .leader
-        .with_label_values(&[&lease_name])
-        .set(i64::from(!leader_elect));
+    let set_leader = |leading: bool| {
+        let gauge = metrics.leader.with_label_values(&[&lease_name]);
+        gauge.set(i64::from(leading));
+    };
+    set_leader(!leader_elect);
 
     // The deletion-cost controller runs while this replica leads.
-    let (controller_stop_tx, controller_stop_rx) = watch::channel(false);
-    let mut deletion_cost = deletion_cost;
-    let mut controller: Option<tokio::task::JoinHandle<anyhow::Result<()>>> = None;
-    let start_controller = |cfg: Option<crate::deletion_cost::DeletionCostConfig>| {
-        cfg.map(|cfg| {
-            let client = client.clone();
-            let mut stop = controller_stop_rx.clone();
-            tokio::spawn(async move {
-                crate::deletion_cost::run_controller(client, cfg, registry, async move {
-                    let _ = stop.wait_for(|s| *s).await;
-                })
-                .await
-            })
-        })
-    };
-    if !leader_elect {
-        controller = start_controller(deletion_cost.take());
-    }
-
-    // Wait for a signal or the loss of the lease.
+    let mut controller = CostController::new(client.clone(), deletion_cost);
+    controller.start_if(!leader_elect);
     let mut elector = elector;
-    let ending = loop {
-        tokio::select! {
-            _ = shutdown_signal() => break Ending::Signal,
-            changed = leading_rx.changed() => {
-                if changed.is_err() { continue; }
-                let now_leading = *leading_rx.borrow();
-                metrics.leader.with_label_values(&[&lease_name]).set(i64::from(now_leading));
-                shared.wake.notify_all();
-                if now_leading && controller.is_none() {
-                    controller = start_controller(deletion_cost.take());
-                }
-            }
-            r = async { elector.as_mut().expect("guarded").await }, if elector.is_some() => {
-                elector = None;
-                match r {
-                    Ok(Err(e)) => {
-                        tracing::error!(error = %e, "stopping: leadership lost");
-                        break Ending::LeaseLost;
-                    }
-                    Ok(Ok(())) => break Ending::Signal,
-                    Err(e) => {
-                        tracing::error!(error = %e, "leader election task failed");
-                        break Ending::LeaseLost;
-                    }
-                }
-            }
-        }
-    };
+    let ending = wait_for_end(&mut leading_rx, &mut elector, |now_leading| {
+        set_leader(now_leading);
+        shared.wake.notify_all();
+        controller.start_if(now_leading);
+    })
+    .await;
 
     // Graceful stop: no new cycles, the bindings in flight finish, then
     // the lease is released so a standby takes over at once.
     tracing::info!(?ending, "stopping");
-    let _ = controller_stop_tx.send(true);
+    controller.stop_signal();
     shared.stopping.store(true, Ordering::Release);
     shared.wake.notify_all();
     let _ = tokio::task::spawn_blocking(move || loop_thread.join()).await;
     let _ = binder.await;
     let _ = evictor.await;
-    for watch in [nodes, pods, budgets, classes] {
+    for watch in watches {
         watch.abort();
         let _ = watch.await;
     }
     let _ = recorder.await;
-    if let Some(c) = controller {
-        match c.await {
+    controller.join().await;
+    let _ = shutdown_tx.send(true);
+    if let Some(e) = elector {
+        let _ = e.await;
+    }
+    set_leader(false);
+    let _ = http.await;
+    Ok(ending)
+}
+
+/// The watches that feed the cache: nodes, pods and the volume objects.
+fn spawn_watches(
+    shared: &Arc<Shared>,
+    client: &kube::Client,
+    reports: &mpsc::UnboundedSender<events::Report>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    let nodes = informer::watch_nodes(shared.clone(), client.clone());
+    let pods = informer::watch_pods(shared.clone(), client.clone(), reports.clone());
+    let mut watches = vec![tokio::spawn(nodes), tokio::spawn(pods)];
+    watches.extend(volume_watch::spawn(shared, client));
+    watches
+}
+
+/// Plugin hot reload, as `plugin watch` does, when the configuration
+/// names plugin files.
+fn plugin_watcher(
+    scheduler: &Arc<Scheduler>,
+    file: &ConfigFile,
+    base: &Path,
+) -> anyhow::Result<Option<crate::reload::PluginWatcher>> {
+    if crate::config::plugin_files(file, base).is_empty() {
+        return Ok(None);
+    }
+    let reloader = Arc::new(crate::reload::Reloader::from_config(
+        scheduler.clone(),
+        file,
+        base,
+        crate::reload::Options::default(),
+    )?);
+    Ok(Some(crate::reload::PluginWatcher::start(reloader)?))
+}
+
+/// Waits for a signal or the loss of the lease; `on_leading` hears each
+/// change of leadership.
+async fn wait_for_end(
+    leading_rx: &mut watch::Receiver<bool>,
+    elector: &mut Option<tokio::task::JoinHandle<Result<(), leader::LeaderError>>>,
+    mut on_leading: impl FnMut(bool),
+) -> Ending {
+    loop {
+        tokio::select! {
+            _ = shutdown_signal() => return Ending::Signal,
+            changed = leading_rx.changed() => {
+                if changed.is_err() { continue; }
+                let now_leading = *leading_rx.borrow();
+                on_leading(now_leading);
+            }
+            r = async { elector.as_mut().expect("guarded").await }, if elector.is_some() => {
+                *elector = None;
+                match r {
+                    Ok(Err(e)) => {
+                        tracing::error!(error = %e, "stopping: leadership lost");
+                        return Ending::LeaseLost;
+                    }
+                    Ok(Ok(())) => return Ending::Signal,
+                    Err(e) => {
+                        tracing::error!(error = %e, "leader election task failed");
+                        return Ending::LeaseLost;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The deletion-cost controller (when configured), started once this
+/// replica leads and stopped with the scheduler.
+struct CostController {
+    client: kube::Client,
+    cfg: Option<crate::deletion_cost::DeletionCostConfig>,
+    stop: watch::Sender<bool>,
+    task: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
+}
+
+impl CostController {
+    fn new(client: kube::Client, cfg: Option<crate::deletion_cost::DeletionCostConfig>) -> Self {
+        Self {
+            client,
+            cfg,
+            stop: watch::channel(false).0,
+            task: None,
+        }
+    }
+
+    /// Starts the controller if `leading` and it has not started yet.
+    fn start_if(&mut self, leading: bool) {
+        if !leading || self.task.is_some() {
+            return;
+        }
+        let Some(cfg) = self.cfg.take() else {
+            return;
+        };
+        let client = self.client.clone();
+        let mut stop = self.stop.subscribe();
+        let registry = crate::metrics::Metrics::global().registry();
+        self.task = Some(tokio::spawn(async move {
+            crate::deletion_cost::run_controller(client, cfg, registry, async move {
+                let _ = stop.wait_for(|s| *s).await;
+            })
+            .await
+        }));
+    }
+
+    fn stop_signal(&self) {
+        let _ = self.stop.send(true);
+    }
+
+    /// Waits for the stopped controller; logs how it ended.
+    async fn join(self) {
+        let Some(task) = self.task else {
+            return;
+        };
+        match task.await {
             Ok(Err(e)) => tracing::error!(error = %e, "deletion-cost controller failed"),
             Err(e) => tracing::error!(error = %e, "deletion-cost controller task failed"),
             Ok(Ok(())) => {}
         }
     }
-    let _ = shutdown_tx.send(true);
-    if let Some(e) = elector {
-        let _ = e.await;
-    }
-    metrics.leader.with_label_values(&[&lease_name]).set(0);
-    let _ = http.await;
-    Ok(ending)
 }
 
 /// The API client (checked against the server) and the prepared HTTPS

@@ -152,6 +152,7 @@ impl DiskCache {
         // SAFETY: the payload is what `Component::serialize` wrote for this
         // engine configuration (the fingerprint is in the file name) and
         // its checksum matches; the directory is trusted (module docs).
+        #[allow(unsafe_code)]
         match unsafe { Component::deserialize(engine(), &data[HEADER..]) } {
             Ok(c) => Lookup::Hit(c),
             Err(e) => self.discard(&path, format!("stale: {}", first_line(&e))),

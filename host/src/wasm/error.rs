@@ -83,16 +83,23 @@ impl PluginFailure {
             return Self::new(FailureKind::Trap, trap.to_string());
         }
         if memory_hit {
-            return Self::new(FailureKind::Memory, first_line(err));
+            return Self::new(FailureKind::Memory, cause(err));
         }
-        Self::new(FailureKind::Trap, first_line(err))
+        // Not a trap: a host function the guest called returned an error
+        // (a WASI call refused, a resource limit): name it.
+        Self::new(
+            FailureKind::Trap,
+            format!("a host call failed: {}", cause(err)),
+        )
     }
 }
 
-fn first_line(err: &wasmtime::Error) -> String {
-    format!("{err:#}")
-        .lines()
-        .next()
-        .unwrap_or("unknown error")
-        .to_string()
+/// What went wrong, without wasmtime's "error while executing at wasm
+/// backtrace" wrapper: the first message of the chain that is not it.
+fn cause(err: &wasmtime::Error) -> String {
+    err.chain()
+        .map(|e| e.to_string())
+        .find(|m| !m.starts_with("error while executing at wasm backtrace"))
+        .and_then(|m| m.lines().next().map(str::to_string))
+        .unwrap_or_else(|| "unknown error".into())
 }

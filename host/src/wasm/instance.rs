@@ -13,6 +13,7 @@ use super::error::{FailureKind, PluginFailure};
 use super::exports::{Funcs, Minor};
 use super::interests::Interests;
 use super::module::PluginModule;
+use super::output::{GuestOutput, Level, PluginLog};
 
 /// Caps a store's linear memories and tables, and remembers whether it had
 /// to refuse growth (so the resulting trap is reported as a memory error).
@@ -50,7 +51,7 @@ pub struct HostState {
     wasi: WasiCtx,
     table: ResourceTable,
     pub(crate) limiter: Limiter,
-    plugin: Arc<str>,
+    log: Arc<PluginLog>,
 }
 
 impl WasiView for HostState {
@@ -72,13 +73,13 @@ impl super::bindings::v0_1::wasmsched::plugin::host::Host for HostState {
 
 impl super::bindings::current::wasmsched::plugin::host::Host for HostState {
     fn log(&mut self, level: wit::LogLevel, message: String) {
-        let plugin = &*self.plugin;
-        match level {
-            wit::LogLevel::Debug => tracing::debug!(plugin, "{message}"),
-            wit::LogLevel::Info => tracing::info!(plugin, "{message}"),
-            wit::LogLevel::Warn => tracing::warn!(plugin, "{message}"),
-            wit::LogLevel::Error => tracing::error!(plugin, "{message}"),
-        }
+        let level = match level {
+            wit::LogLevel::Debug => Level::Debug,
+            wit::LogLevel::Info => Level::Info,
+            wit::LogLevel::Warn => Level::Warn,
+            wit::LogLevel::Error => Level::Error,
+        };
+        self.log.record(level, &message);
     }
 }
 
@@ -110,6 +111,8 @@ pub struct Instance {
     limits: Limits,
     /// Snapshot generation this instance has applied.
     pub applied: u64,
+    /// It has received the whole cluster once.
+    pub synced: bool,
     /// The cycle whose pod this instance holds, and the plugin's plan for it.
     pub cycle: Option<(u64, wit::CyclePlan)>,
     /// Which label and annotation keys the plugin reads.
@@ -125,11 +128,13 @@ impl Instance {
         limits: Limits,
         args: &str,
     ) -> Result<Self, PluginFailure> {
+        let log = PluginLog::of(name);
         let mut wasi = WasiCtxBuilder::new();
-        // No preopens, sockets or environment. Output goes to our stderr,
-        // never stdout, which carries `simulate`'s results.
-        wasi.stdout(wasmtime_wasi::cli::stderr())
-            .stderr(wasmtime_wasi::cli::stderr());
+        // No preopens, sockets or environment. Output goes to the plugin's
+        // rate-limited log, never to our stdout, which carries
+        // `simulate`'s results.
+        wasi.stdout(GuestOutput(log.clone()))
+            .stderr(GuestOutput(log.clone()));
         let state = HostState {
             wasi: wasi.build(),
             table: ResourceTable::new(),
@@ -137,7 +142,7 @@ impl Instance {
                 max_memory: limits.memory,
                 hit: false,
             },
-            plugin: Arc::from(name),
+            log,
         };
         let mut store = Store::new(engine(), state);
         store.limiter(|s| &mut s.limiter);
@@ -158,6 +163,7 @@ impl Instance {
             funcs,
             limits,
             applied: 0,
+            synced: false,
             cycle: None,
             interests: Interests::default(),
         };

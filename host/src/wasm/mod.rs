@@ -14,9 +14,11 @@ pub mod instance;
 pub mod interests;
 pub mod loader;
 pub mod module;
+pub mod output;
 pub mod plugin;
 pub mod preemption;
 pub mod source;
+pub mod wasi;
 
 pub use cache::{CompileReport, DiskCache, Origin};
 pub use error::{FailureKind, PluginFailure};

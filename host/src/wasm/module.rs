@@ -33,6 +33,9 @@ pub enum LoadError {
     Compile(String),
     #[error("imports something the host does not provide: {0}")]
     Imports(String),
+    /// An import a policy may not use (`wasi.rs`).
+    #[error("{0}")]
+    Forbidden(String),
     #[error(
         "was built against contract {found}, this host implements {PACKAGE}@{CONTRACT_VERSION} (and runs components of {PACKAGE} 0.1.x)"
     )]
@@ -154,6 +157,11 @@ impl PluginModule {
         compile_time: std::time::Duration,
     ) -> Result<Arc<Self>, LoadError> {
         let minor = check_version(component)?;
+        if let Some(import) = super::wasi::forbidden_import(component) {
+            return Err(LoadError::Forbidden(super::wasi::forbidden_message(
+                &import,
+            )));
+        }
         let linker = linker().map_err(|e| LoadError::Imports(format!("{e:#}")))?;
         let pre = linker
             .instantiate_pre(component)
@@ -228,12 +236,12 @@ fn check_version(component: &Component) -> Result<Minor, LoadError> {
     }
 }
 
-/// WASI with an empty context (see `instance.rs`) plus the host interface
-/// of every contract minor this host runs.
+/// WASI as `wasi.rs` allows it, plus the host interface of every contract
+/// minor this host runs.
 fn linker() -> wasmtime::Result<Linker<HostState>> {
     use wasmtime::component::HasSelf;
     let mut linker = Linker::new(engine());
-    wasmtime_wasi::p2::add_to_linker_sync(&mut linker)?;
+    super::wasi::add_to_linker(&mut linker)?;
     super::bindings::current::wasmsched::plugin::host::add_to_linker::<
         HostState,
         HasSelf<HostState>,

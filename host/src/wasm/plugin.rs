@@ -172,6 +172,39 @@ impl WasmPlugin {
         result
     }
 
+    /// Brings the slot's instance up to date with `snapshot`: a fresh one
+    /// (new, or replacing one too far behind) gets the whole cluster under
+    /// `initTimeout`; a current one the changes since, under the call
+    /// deadline.
+    fn sync(&self, slot: &mut Option<Instance>, snapshot: &Snapshot) -> Result<(), PluginFailure> {
+        let generation = snapshot.generation();
+        let behind = slot
+            .as_ref()
+            .is_some_and(|i| i.synced && snapshot.changes_since(i.applied).is_none());
+        if slot.is_none() || behind {
+            let inst = Instance::new(
+                &self.name,
+                &self.module,
+                self.settings.limits,
+                &self.settings.args,
+            )?;
+            self.stats.instances_created.fetch_add(1, Ordering::Relaxed);
+            *slot = Some(inst);
+        }
+        let inst = slot.as_mut().expect("instance was just ensured");
+        if !inst.synced {
+            let deltas = convert::deltas(&snapshot.as_changes(), &inst.interests);
+            inst.apply(&deltas, true)?;
+            inst.synced = true;
+        } else if inst.applied != generation {
+            let changes = snapshot.changes_since(inst.applied).unwrap_or_default();
+            let deltas = convert::deltas(changes, &inst.interests);
+            inst.apply(&deltas, false)?;
+        }
+        inst.applied = generation;
+        Ok(())
+    }
+
     fn run<R>(
         &self,
         slot: &mut Option<Instance>,
@@ -179,30 +212,8 @@ impl WasmPlugin {
         cycle: Option<(u64, &Pod)>,
         f: impl FnOnce(&mut Instance) -> Result<R, PluginFailure>,
     ) -> Result<Verdict<R>, PluginFailure> {
-        let generation = snapshot.generation();
-        let behind = slot
-            .as_ref()
-            .is_some_and(|i| snapshot.changes_since(i.applied).is_none());
-        if slot.is_none() || behind {
-            let mut inst = Instance::new(
-                &self.name,
-                &self.module,
-                self.settings.limits,
-                &self.settings.args,
-            )?;
-            self.stats.instances_created.fetch_add(1, Ordering::Relaxed);
-            let deltas = convert::deltas(&snapshot.as_changes(), &inst.interests);
-            inst.apply(&deltas, true)?;
-            inst.applied = generation;
-            *slot = Some(inst);
-        }
-        let inst = slot.as_mut().expect("instance was just ensured");
-        if inst.applied != generation {
-            let changes = snapshot.changes_since(inst.applied).unwrap_or_default();
-            let deltas = convert::deltas(changes, &inst.interests);
-            inst.apply(&deltas, false)?;
-            inst.applied = generation;
-        }
+        self.sync(slot, snapshot)?;
+        let inst = slot.as_mut().expect("sync leaves an instance");
         if let Some((id, pod)) = cycle {
             if inst.cycle.map(|(c, _)| c) != Some(id) {
                 inst.cycle = None;
@@ -302,7 +313,7 @@ impl WasmPlugin {
     ) -> Result<Option<i32>, PluginFailure> {
         match self.with_instance(snapshot, None, |i| i.deletion_cost(pod, metrics)) {
             Ok(Ok(cost)) => Ok(cost),
-            Ok(Err(reason)) => Err(PluginFailure::new(super::FailureKind::Plugin, reason)),
+            Ok(Err(reason)) => Err(PluginFailure::new(FailureKind::Plugin, reason)),
             Err(f) => Err(f),
         }
     }

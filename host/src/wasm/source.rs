@@ -5,13 +5,13 @@
 //!
 //! A plugin path is configuration, and under hot reload whatever the path
 //! points to at the moment is read: only a regular file is read (see
-//! [`crate::files`]), and both the file and its decompressed content are
+//! [`crate::input::regular`]), and both the file and its decompressed content are
 //! capped at [`MAX_MODULE_SIZE`].
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use crate::files::{self, limit_text, FileError};
+use crate::input::regular::{self as files, limit_text, FileError};
 
 /// The largest component accepted, as stored and after decompression; a
 /// guard against huge files and decompression bombs (the largest real

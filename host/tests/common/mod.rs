@@ -253,7 +253,7 @@ pub fn failures(r: &Report) -> BTreeMap<String, String> {
 pub fn write_manifest(path: &Path, objects: &[Value]) {
     let docs: Vec<String> = objects
         .iter()
-        .map(|o| serde_yaml::to_string(o).unwrap())
+        .map(|o| serde_saphyr::to_string(o).unwrap())
         .collect();
     std::fs::write(path, docs.join("---\n")).unwrap();
 }

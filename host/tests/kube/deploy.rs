@@ -113,10 +113,10 @@ pub fn service_account_token(ns: &str, name: &str) -> String {
 fn service_account_kubeconfig(dir: &Path) -> std::path::PathBuf {
     let token = service_account_token("wasmsched", "wasmsched");
     let admin = std::fs::read_to_string(&env().kubeconfig).unwrap();
-    let mut kc: serde_yaml::Value = serde_yaml::from_str(&admin).unwrap();
-    kc["users"][0]["user"]["token"] = serde_yaml::Value::String(token);
+    let mut kc: serde_json::Value = serde_saphyr::from_str(&admin).unwrap();
+    kc["users"][0]["user"]["token"] = serde_json::Value::String(token.trim().to_string());
     let path = dir.join("sa-kubeconfig");
-    std::fs::write(&path, serde_yaml::to_string(&kc).unwrap()).unwrap();
+    std::fs::write(&path, serde_saphyr::to_string(&kc).unwrap()).unwrap();
     path
 }
 

@@ -307,11 +307,7 @@ pub fn metric_value(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
 pub fn manifest_objects(path: &Path) -> Vec<Value> {
     let text = std::fs::read_to_string(path).unwrap();
     let mut out = Vec::new();
-    for doc in serde_yaml::Deserializer::from_str(&text) {
-        let v: Value = serde::Deserialize::deserialize(doc).unwrap();
-        if v.is_null() {
-            continue;
-        }
+    for v in serde_saphyr::from_multiple::<Value>(&text).unwrap() {
         if v["kind"] == "List" {
             out.extend(v["items"].as_array().cloned().unwrap_or_default());
         } else {

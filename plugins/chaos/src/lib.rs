@@ -2,19 +2,22 @@
 //! containment (deadline, memory cap, traps, range checks) is tested with a
 //! real component rather than a mock.
 //!
-//! Args: `{"misbehave": "loop"|"grow"|"trap"|"bad-score"|"none",
+//! Args: `{"misbehave": "loop"|"grow"|"trap"|"bad-score"|"sleep"|"spam"|"host-error"|"none",
 //! "at": "init"|"cycle"|"filter"|"score"|"post-filter", "only_pod": "name",
 //! "max_pods": N, "veto_label": "key", "rank_by_node_label": "key"}`. With
 //! `only_pod`, the misbehaviour happens only in that pod's cycle.
-//! Behaviour when not misbehaving: Filter rejects nodes labelled
-//! `chaos/reject: "true"` with reason `chaos says no`, and (with
-//! `max_pods`) nodes already holding that many pods with reason `chaos:
-//! too many pods` (which evicting pods resolves: preemption's what-ifs
-//! must show the plugin the node without its victims); Score is the
-//! integer in label `chaos/score` (0 when absent). PostFilter (preemption
-//! advice): vetoes victims carrying label `veto_label`, and ranks the
-//! candidates by the integer in their node's label `rank_by_node_label`
-//! (lowest first).
+//! `sleep` sleeps forever (through `wasi:clocks` and `wasi:io/poll`),
+//! `spam` writes 4 MiB of lines with escape sequences to stderr, and
+//! `host-error` asks WASI for more random bytes than it gives (a host call
+//! that returns an error). Behaviour when not misbehaving: Filter rejects
+//! nodes labelled `chaos/reject: "true"` with reason `chaos says no`, and
+//! (with `max_pods`) nodes already holding that many pods with reason
+//! `chaos: too many pods` (which evicting pods resolves: preemption's
+//! what-ifs must show the plugin the node without its victims); Score is
+//! the integer in label `chaos/score` (0 when absent). PostFilter
+//! (preemption advice): vetoes victims carrying label `veto_label`, and
+//! ranks the candidates by the integer in their node's label
+//! `rank_by_node_label` (lowest first).
 
 use serde::Deserialize;
 use wasmsched_plugin_sdk::types::{Candidate, Pod, PreemptionAdvice};
@@ -29,7 +32,18 @@ enum Misbehave {
     Grow,
     Trap,
     BadScore,
+    Sleep,
+    Spam,
+    HostError,
 }
+
+// The one WASI function `host-error` calls, declared here (its signature
+// is WASI 0.2's) so the plugin needs no WASI bindings crate.
+wasmsched_plugin_sdk::__wit_bindgen::generate!({
+    inline: "package wasi:random@0.2.0; interface random { get-random-bytes: func(len: u64) -> list<u8>; get-random-u64: func() -> u64; } world chaos-imports { import random; }",
+    world: "chaos-imports",
+    runtime_path: "::wasmsched_plugin_sdk::__wit_bindgen::rt",
+});
 
 #[derive(Deserialize, Default, Clone, Copy, PartialEq, Eq, Debug)]
 #[serde(rename_all = "kebab-case")]
@@ -78,6 +92,18 @@ fn act(m: Misbehave) {
             }
         }
         Misbehave::Trap => std::process::abort(),
+        Misbehave::Sleep => loop {
+            std::thread::sleep(std::time::Duration::from_secs(3));
+        },
+        Misbehave::Spam => {
+            let line = format!("chaos \x1b[31mred\x1b[0m {}", "x".repeat(4000));
+            for _ in 0..1024 {
+                eprintln!("{line}");
+            }
+        }
+        Misbehave::HostError => {
+            std::hint::black_box(wasi::random::random::get_random_bytes(u64::MAX));
+        }
         Misbehave::None | Misbehave::BadScore => {}
     }
 }

@@ -32,15 +32,16 @@ pub(super) struct Found<'a> {
 
 impl<'a> Cycle<'a> {
     /// Every PreFilter plugin in order; remembers which Filter plugins
-    /// said Skip. A rejection is the pod's reason.
-    pub(super) fn pre_filter(&mut self) -> Result<(), String> {
+    /// said Skip. A rejection is the pod's reason (and whether it counts
+    /// once per node).
+    pub(super) fn pre_filter(&mut self) -> Result<(), (String, bool)> {
         let mut skipped = Vec::new();
         for p in &self.profile.pre_filter {
             let _t = Timed::start(&self.fw.timings, p.name(), "PreFilter");
             match p.pre_filter(&self.ctx, &mut self.state) {
                 Ok(Decision::Run) => {}
                 Ok(Decision::Skip) => skipped.push(p.name().to_string()),
-                Err(r) => return Err(r.reasons.join(", ")),
+                Err(r) => return Err((r.reasons.join(", "), p.rejection_counts_nodes())),
             }
         }
         self.skip_filter = self

@@ -223,8 +223,9 @@ impl Cycle<'_> {
         let started = Instant::now();
         let pre = self.pre_filter();
         self.timed_point("PreFilter", pre.is_ok(), "Unschedulable", started);
-        if let Err(reason) = pre {
+        if let Err((reason, counts_nodes)) = pre {
             fit.pod_reason = Some(reason);
+            fit.pod_reason_counts_nodes = counts_nodes;
             return (Outcome::Unschedulable(fit), None);
         }
         let started = Instant::now();

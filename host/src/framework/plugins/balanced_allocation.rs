@@ -134,7 +134,7 @@ impl ScorePlugin for BalancedAllocation {
 
 /// The registry's factory.
 pub fn new(
-    args: Option<&serde_json::Value>,
+    args: Option<&Value>,
     _handle: &crate::framework::registry::Handle,
 ) -> Result<crate::framework::PluginBundle, String> {
     let p = BalancedAllocation::from_args(args).map_err(|e| format!("{NAME} args: {e}"))?;

@@ -416,7 +416,7 @@ impl ScorePlugin for InterPodAffinity {
 
 /// The registry's factory.
 pub fn new(
-    args: Option<&serde_json::Value>,
+    args: Option<&Value>,
     _handle: &crate::framework::registry::Handle,
 ) -> Result<crate::framework::PluginBundle, String> {
     let p = InterPodAffinity::from_args(args).map_err(|e| format!("{NAME} args: {e}"))?;
@@ -458,7 +458,7 @@ mod tests {
     }
 
     /// Three nodes: n1, n2 in zone a, n3 in zone b, each with its hostname.
-    fn nodes() -> Vec<crate::model::Node> {
+    fn nodes() -> Vec<Node> {
         vec![
             N::new("n1").labels(&[(HOST, "n1"), (ZONE, "a")]).build(),
             N::new("n2").labels(&[(HOST, "n2"), (ZONE, "a")]).build(),
@@ -468,7 +468,7 @@ mod tests {
 
     fn run(
         pod: P,
-        placed: Vec<(&str, crate::model::Pod)>,
+        placed: Vec<(&str, Pod)>,
     ) -> std::collections::BTreeMap<String, Result<(), Rejection>> {
         filter_all(
             &InterPodAffinity::default(),
@@ -698,11 +698,7 @@ mod tests {
 
     // ---- scoring --------------------------------------------------------
 
-    fn scores(
-        plugin: &InterPodAffinity,
-        pod: P,
-        placed: Vec<(&str, crate::model::Pod)>,
-    ) -> (Vec<i64>, Vec<i64>) {
+    fn scores(plugin: &InterPodAffinity, pod: P, placed: Vec<(&str, Pod)>) -> (Vec<i64>, Vec<i64>) {
         let snap = cluster(nodes(), placed);
         let pod = pod.build();
         let raw = raw_scores(plugin, &pod, &snap);

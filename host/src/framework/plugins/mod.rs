@@ -15,6 +15,7 @@ pub mod node_resources_fit;
 pub mod node_unschedulable;
 pub mod pod_topology_spread;
 pub mod taint_toleration;
+pub mod volume;
 
 #[cfg(test)]
 pub(crate) mod testutil;

@@ -335,7 +335,7 @@ impl ScorePlugin for NodeResourcesFit {
 
 /// The registry's factory.
 pub fn new(
-    args: Option<&serde_json::Value>,
+    args: Option<&Value>,
     _handle: &crate::framework::registry::Handle,
 ) -> Result<crate::framework::PluginBundle, String> {
     let fit = FitArgs::parse(args).map_err(|e| format!("{NAME} args: {e}"))?;
@@ -585,7 +585,7 @@ mod tests {
     fn two_nodes(
         a: &[(&str, &str)],
         b: &[(&str, &str)],
-        placed: Vec<(&str, crate::model::Pod)>,
+        placed: Vec<(&str, Pod)>,
     ) -> crate::framework::Snapshot {
         cluster(
             vec![N::new("a").alloc(a).build(), N::new("b").alloc(b).build()],
@@ -769,7 +769,7 @@ mod tests {
 
     #[test]
     fn args_errors_name_the_field() {
-        let err = |v: serde_json::Value| NodeResourcesFit::from_args(&v).unwrap_err();
+        let err = |v: Value| NodeResourcesFit::from_args(&v).unwrap_err();
         assert!(err(json!({"scoringStrategi": {}})).starts_with("scoringStrategi: unknown field"));
         assert!(err(json!({"scoringStrategy": {"type": "Fancy"}}))
             .starts_with("scoringStrategy.type: unsupported value"));

@@ -515,7 +515,7 @@ impl ScorePlugin for PodTopologySpread {
 
 /// The registry's factory.
 pub fn new(
-    args: Option<&serde_json::Value>,
+    args: Option<&Value>,
     _handle: &crate::framework::registry::Handle,
 ) -> Result<crate::framework::PluginBundle, String> {
     let p = PodTopologySpread::from_args(args).map_err(|e| format!("{NAME} args: {e}"))?;
@@ -555,7 +555,7 @@ mod tests {
     }
 
     /// node-a, node-b in zone1; node-x, node-y in zone2.
-    fn four_nodes() -> Vec<crate::model::Node> {
+    fn four_nodes() -> Vec<Node> {
         [
             ("node-a", "zone1"),
             ("node-b", "zone1"),
@@ -585,13 +585,13 @@ mod tests {
 
     fn verdicts(
         pod: P,
-        nodes: Vec<crate::model::Node>,
+        nodes: Vec<Node>,
         placed: Vec<(&str, Pod)>,
     ) -> BTreeMap<String, Result<(), Rejection>> {
         filter_all(&PodTopologySpread, &pod.build(), &cluster(nodes, placed))
     }
 
-    fn passing(pod: P, nodes: Vec<crate::model::Node>, placed: Vec<(&str, Pod)>) -> Vec<String> {
+    fn passing(pod: P, nodes: Vec<Node>, placed: Vec<(&str, Pod)>) -> Vec<String> {
         let res = verdicts(pod, nodes, placed);
         for r in res.values() {
             if let Err(e) = r {
@@ -784,7 +784,7 @@ mod tests {
 
     fn score(
         pod: P,
-        nodes: Vec<crate::model::Node>,
+        nodes: Vec<Node>,
         placed: Vec<(&str, Pod)>,
     ) -> (BTreeMap<String, i64>, BTreeMap<String, i64>) {
         let snap = cluster(nodes, placed);

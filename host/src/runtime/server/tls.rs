@@ -64,7 +64,7 @@ pub fn describe(cert: Option<&Path>) -> String {
 }
 
 fn read_pem(flag: &'static str, path: &Path) -> Result<Vec<u8>, TlsError> {
-    crate::files::read_regular(path, MAX_PEM_BYTES).map_err(|e| TlsError::File {
+    crate::input::read_regular(path, MAX_PEM_BYTES).map_err(|e| TlsError::File {
         flag,
         path: path.display().to_string(),
         cause: e.to_string(),

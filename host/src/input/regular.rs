@@ -1,4 +1,5 @@
-//! Reading a file that configuration names, with bounds: only a regular
+//! Reading a file that configuration names (a plugin component, a TLS
+//! certificate), with bounds: only a regular
 //! file (after following symlinks) is opened, and at most a given number
 //! of bytes is read. A FIFO would block the reader until a writer comes,
 //! `/dev/zero` would grow memory without end, and under hot reload a path
