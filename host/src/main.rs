@@ -519,6 +519,10 @@ fn print_profiles(path: &Option<PathBuf>) -> Result<ExitCode> {
                 println!("  {}: {}", point.as_str().to_lowercase(), names(at));
             }
         }
+        if !p.preemption_advisors.is_empty() {
+            let advisors = p.preemption_advisors.iter().map(|a| a.name()).collect();
+            println!("  preemption advisors: {}", names(advisors));
+        }
     }
     for (name, m) in &scheduler.modules {
         println!(

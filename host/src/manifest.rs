@@ -1,5 +1,6 @@
-//! Reads Nodes and Pods (and the volume objects: PersistentVolumes,
-//! claims, StorageClasses, CSINodes) from YAML or JSON files and
+//! Reads Nodes and Pods (the volume objects: PersistentVolumes, claims,
+//! StorageClasses, CSINodes; and the PriorityClasses and
+//! PodDisruptionBudgets preemption uses) from YAML or JSON files and
 //! directories, as `kubectl get -o yaml` prints them: single objects,
 //! multi-document YAML, and `List` objects. Other kinds are skipped.
 
@@ -12,7 +13,9 @@ use thiserror::Error;
 
 use crate::escape;
 use crate::input::{self, yaml, Limits, ReadBudget};
+use crate::model::budget::DisruptionBudget;
 use crate::model::pod_group::PodGroupObject;
+use crate::model::priority::PriorityClass;
 use crate::model::{ModelError, Node, Pod, PodGroup};
 
 /// A manifest that cannot be used: the file, the document and the cause.
@@ -32,6 +35,9 @@ pub struct Manifests {
     pub pods: Vec<Pod>,
     /// PodGroups (`scheduling.x-k8s.io`), for the Coscheduling plugin.
     pub pod_groups: Vec<PodGroup>,
+    pub priority_classes: Vec<PriorityClass>,
+    /// PodDisruptionBudgets (`policy/v1` or `policy/v1beta1`).
+    pub budgets: Vec<DisruptionBudget>,
     /// PersistentVolumes, claims, StorageClasses and CSINodes.
     pub volumes: crate::framework::volumes::VolumeManifests,
     /// Kinds skipped, with counts (reported at debug level).
@@ -134,6 +140,17 @@ fn load_file(
                 }
                 out.pod_groups.push(g);
             }
+            "PriorityClass" => {
+                let c: k8s_openapi::api::scheduling::v1::PriorityClass =
+                    decode(obj).map_err(|c| fail(at.clone(), c))?;
+                let c =
+                    PriorityClass::from_k8s(&c).map_err(|e| fail(at.clone(), model_cause(e)))?;
+                out.priority_classes.push(c);
+            }
+            "PodDisruptionBudget" => {
+                let b = DisruptionBudget::from_json(obj).map_err(|c| fail(at.clone(), c))?;
+                out.budgets.push(b);
+            }
             k if crate::framework::volumes::manifest::KINDS.contains(&k) => {
                 use crate::framework::volumes::RawVolume;
                 let raw = match k {
@@ -198,7 +215,12 @@ fn object_label(kind: &str, obj: &Value) -> String {
         .and_then(|m| m.get("namespace"))
         .and_then(Value::as_str)
     {
-        Some(ns) if kind == "Pod" || kind == "PersistentVolumeClaim" || kind == "PodGroup" => {
+        Some(ns)
+            if kind == "Pod"
+                || kind == "PersistentVolumeClaim"
+                || kind == "PodDisruptionBudget"
+                || kind == "PodGroup" =>
+        {
             format!("{kind} {}/{}", escape::name(ns), escape::name(name))
         }
         _ => format!("{kind} {}", escape::name(name)),

@@ -48,6 +48,17 @@ pub fn table(report: &Report) -> String {
             ));
         }
     }
+    if !report.preemptions.is_empty() {
+        out.push_str(&format!("\nPreemptions ({}):\n", report.preemptions.len()));
+        for p in &report.preemptions {
+            out.push_str(&format!(
+                "  {} nominated to {}, evicting {}\n",
+                p.preemptor,
+                p.node,
+                p.victims.join(", ")
+            ));
+        }
+    }
     if report.ignored > 0 {
         out.push_str(&format!("\n{} pending pod(s) name a schedulerName no profile serves (use --all-pods to include them).\n", report.ignored));
     }
@@ -226,5 +237,41 @@ pub fn explain(e: &ExplainReport) -> String {
     if !e.gpu_devices.is_empty() {
         out.push_str(&crate::gpu_sharing_output::devices(&e.gpu_devices));
     }
+    if let Some(p) = &e.explanation.preemption {
+        out.push_str(&preemption(p));
+    }
+    out
+}
+
+/// What preemption considered: each candidate node, its victims, and why
+/// it is behind the one before it.
+fn preemption(p: &crate::framework::PreemptionExplanation) -> String {
+    let mut out = format!("Preemption: {}\n", p.summary);
+    if p.candidates.is_empty() {
+        return out;
+    }
+    let mut t = Table::new();
+    t.load_preset(UTF8_BORDERS_ONLY)
+        .set_content_arrangement(ContentArrangement::Dynamic);
+    t.set_header(vec![
+        "CANDIDATE",
+        "VICTIMS",
+        "PDB VIOLATIONS",
+        "HIGHEST PRIORITY",
+        "PRIORITY SUM",
+        "BEHIND THE ONE ABOVE BECAUSE OF",
+    ]);
+    for c in &p.candidates {
+        t.add_row(vec![
+            Cell::new(&c.node),
+            Cell::new(c.victims.join("\n")),
+            Cell::new(c.budget_violations),
+            Cell::new(c.highest_priority),
+            Cell::new(c.priority_sum),
+            Cell::new(c.behind_because.as_deref().unwrap_or("(chosen)")),
+        ]);
+    }
+    out.push_str(&t.to_string());
+    out.push('\n');
     out
 }

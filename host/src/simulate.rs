@@ -9,8 +9,12 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use crate::config::Scheduler;
-use crate::framework::{Assumption, Attempt, Cache, Explanation, Framework, Snapshot, WaitEnd};
+use crate::framework::{
+    Assumption, Attempt, Cache, Explanation, Framework, Nomination, Snapshot, WaitEnd,
+};
 use crate::manifest::Manifests;
+use crate::model::budget::Budgets;
+use crate::model::priority::PriorityClasses;
 use crate::model::Pod;
 
 /// What to simulate.
@@ -45,6 +49,18 @@ pub struct UnschedulablePod {
     pub profile: String,
 }
 
+/// A preemption that happened in the run: the victims were evicted and
+/// the preemptor nominated to the node (where it goes once they are gone,
+/// unless something else changes).
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Preemption {
+    /// `namespace/name`.
+    pub preemptor: String,
+    pub node: String,
+    /// `namespace/name` of each victim.
+    pub victims: Vec<String>,
+}
+
 /// Plugin health after the run (failures by kind, skips).
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct PluginHealth {
@@ -63,6 +79,9 @@ pub struct PluginHealth {
 pub struct Report {
     pub scheduled: Vec<ScheduledPod>,
     pub unschedulable: Vec<UnschedulablePod>,
+    /// Preemptions, in the order they happened.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub preemptions: Vec<Preemption>,
     /// Pending pods no profile serves (left alone).
     pub ignored: usize,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -174,6 +193,9 @@ pub enum SimulateError {
     NotPending(String, String),
     #[error("--explain {0}: no profile serves schedulerName {1:?} (use --all-pods)")]
     NotServed(String, String),
+    /// A pod's priority cannot be resolved (its PriorityClass is missing).
+    #[error("Pod {0}: {1}")]
+    Priority(String, String),
 }
 
 /// Runs the simulation.
@@ -198,7 +220,7 @@ pub fn run(
         groups.reset();
         sim.cache.queue.set_sort(groups.clone());
     }
-    sim.load(manifests);
+    sim.load(manifests)?;
     sim.schedule_all();
     Ok(sim.finish())
 }
@@ -255,8 +277,9 @@ impl<'a> Simulation<'a> {
     }
 
     /// Nodes, bound pods and the pending pods a profile serves, into the
-    /// cache as the watches would deliver them.
-    fn load(&mut self, manifests: Manifests) {
+    /// cache as the watches would deliver them; priorities resolved from
+    /// the PriorityClasses as admission would; the PodDisruptionBudgets.
+    fn load(&mut self, manifests: Manifests) -> Result<(), SimulateError> {
         let groups = &self.scheduler.pod_groups;
         if groups.enabled() {
             for g in manifests.pod_groups {
@@ -272,7 +295,12 @@ impl<'a> Simulation<'a> {
         for v in manifests.volumes.objects {
             self.cache.volume_applied(v, 0);
         }
-        for pod in manifests.pods {
+        self.cache.snapshot.budgets = Budgets::complete(manifests.budgets);
+        let classes = PriorityClasses::new(manifests.priority_classes);
+        for mut pod in manifests.pods {
+            classes
+                .resolve(&mut pod)
+                .map_err(|e| SimulateError::Priority(pod.key(), e))?;
             if matches!(pod.phase.as_str(), "Succeeded" | "Failed") {
                 continue;
             }
@@ -290,6 +318,7 @@ impl<'a> Simulation<'a> {
             self.cache
                 .pod_applied(pod, false, |n| all || sched.profile(n).is_some(), 0);
         }
+        Ok(())
     }
 
     /// Attempts pods until none can make progress.
@@ -347,7 +376,13 @@ impl<'a> Simulation<'a> {
         let explaining = self.opts.explain.as_deref() == Some(pod.key().as_str());
         let mut explanation = explaining.then(Explanation::default);
         let attempt = fw.schedule_pod(pod.clone(), &mut self.cache, self.now, explanation.as_mut());
-        if let Some(explanation) = explanation {
+        if let Some(mut explanation) = explanation {
+            // The attempt that preempted stays explained after the one
+            // that placed the pod.
+            if explanation.preemption.is_none() {
+                let earlier = self.report.explain.take();
+                explanation.preemption = earlier.and_then(|e| e.explanation.preemption);
+            }
             let (node, gpus) = match &attempt {
                 Attempt::Bind(a) => (
                     Some(a.placement.node.clone()),
@@ -374,7 +409,16 @@ impl<'a> Simulation<'a> {
         match attempt {
             Attempt::Bind(a) => self.bind(fw, a),
             Attempt::Waiting { .. } => {}
-            Attempt::Unschedulable { pod, fit, .. } => self.failed(&pod, fit.message(), profile),
+            Attempt::Unschedulable {
+                pod,
+                fit,
+                nomination,
+            } => {
+                self.failed(&pod, fit.message(), profile);
+                if let Some(n) = nomination {
+                    self.preempt(&pod, n);
+                }
+            }
             Attempt::Error { pod, message } => {
                 self.failed(&pod, format!("error: {message}"), profile)
             }
@@ -386,6 +430,29 @@ impl<'a> Simulation<'a> {
             .insert(pod.uid.clone(), self.cache.snapshot.generation());
         self.last_failure
             .insert(pod.uid.clone(), (message, profile));
+    }
+
+    /// Evicts the victims at once (the virtual clock does not model
+    /// graceful termination); the preemptor, nominated to the node, is
+    /// placed in a later attempt.
+    fn preempt(&mut self, pod: &Pod, n: Nomination) {
+        for v in &n.victims {
+            for fw in &self.scheduler.profiles {
+                if let Some(a) = fw.waiting.remove(&v.uid) {
+                    fw.unreserve(&a.pod, &a.state, &a.placement.node);
+                }
+            }
+            self.cache.pod_deleted(&v.uid, self.now);
+            // Evicted: no longer where the report placed it.
+            self.report
+                .scheduled
+                .retain(|s| !(s.namespace == v.namespace && s.pod == v.name));
+        }
+        self.report.preemptions.push(Preemption {
+            preemptor: pod.key(),
+            node: n.node,
+            victims: n.victims.iter().map(|v| v.key()).collect(),
+        });
     }
 
     /// The binding cycle, simulated: PreBind output is already on the

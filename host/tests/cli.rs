@@ -368,7 +368,7 @@ fn plugin_check_of_chaos() {
     assert_eq!(fields["file"], chaos);
     assert_eq!(
         fields["exports"],
-        "lifecycle, filter, score, normalize-score"
+        "lifecycle, filter, score, normalize-score, post-filter"
     );
     assert_eq!(
         fields["contract"],
@@ -416,26 +416,28 @@ fn profiles_lists_the_built_in_gpu_scheduler() {
          PodTopologySpread (weight 2), InterPodAffinity (weight 2), NodeResourcesBalancedAllocation (weight 1), \
          GpuTopology (weight 3), NetworkLocality (weight 2)"
     );
+    assert_eq!(lines[3], "  postfilter: DefaultPreemption");
     assert_eq!(
-        lines[3],
+        lines[4],
         "  reserve: VolumeBinding, GpuTopology, HAMiNodeLock"
     );
     assert_eq!(
-        lines[4],
+        lines[5],
         "  prebind: VolumeBinding, GpuTopology, HAMiNodeLock"
     );
-    assert_eq!(lines[5], "  bind: DefaultBinder");
+    assert_eq!(lines[6], "  bind: DefaultBinder");
+    assert_eq!(lines[7], "  preemption advisors: GpuTopology");
     assert!(
-        lines[6].starts_with("wasm plugin GpuTopology: "),
+        lines[8].starts_with("wasm plugin GpuTopology: "),
         "{}",
         o.stdout
     );
     assert!(
-        lines[7].starts_with("wasm plugin NetworkLocality: "),
+        lines[9].starts_with("wasm plugin NetworkLocality: "),
         "{}",
         o.stdout
     );
-    assert_eq!(lines.len(), 8, "{}", o.stdout);
+    assert_eq!(lines.len(), 10, "{}", o.stdout);
 }
 
 #[test]
@@ -448,7 +450,8 @@ fn profiles_of_a_configuration_file() {
          NodeResourcesFit, VolumeRestrictions, NodeVolumeLimits, VolumeBinding, VolumeZone, PodTopologySpread, \
          InterPodAffinity\n  score:  TaintToleration (weight 3), \
          NodeAffinity (weight 2), NodeResourcesFit (weight 1), PodTopologySpread (weight 2), \
-         InterPodAffinity (weight 2), NodeResourcesBalancedAllocation (weight 1)\n  reserve: VolumeBinding, HAMiNodeLock\n  \
+         InterPodAffinity (weight 2), NodeResourcesBalancedAllocation (weight 1)\n  \
+         postfilter: DefaultPreemption\n  reserve: VolumeBinding, HAMiNodeLock\n  \
          prebind: VolumeBinding, HAMiNodeLock\n  bind: DefaultBinder\n"
     );
 }

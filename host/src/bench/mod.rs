@@ -6,6 +6,7 @@ pub mod gangs;
 pub mod generate;
 #[cfg(feature = "native-builtins")]
 pub mod native;
+pub mod preemption;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -28,6 +29,9 @@ pub enum Scenario {
     /// Core + the same two policies compiled natively into the host
     /// (needs the `native-builtins` feature).
     Native,
+    /// Core plugins with DefaultPreemption on upstream's PreemptionAsync
+    /// workload (`--pods` measured pods; see `bench::preemption`).
+    Preemption,
 }
 
 /// One run's numbers.
@@ -46,9 +50,93 @@ pub struct BenchResult {
     pub peak_rss_mib: f64,
     /// (plugin, extension point, total ms, calls)
     pub plugins: Vec<(String, String, f64, u64)>,
+    /// Preemptions made (the preemption workload).
+    #[serde(default)]
+    pub preemptions: usize,
     /// (wasm plugin, the most linear memory one of its instances had, bytes)
     #[serde(default)]
     pub plugin_memory: Vec<(String, u64)>,
+}
+
+/// What a run measured, for [`result`].
+pub struct Run {
+    pub scenario: Scenario,
+    pub spec: Spec,
+    pub workers: usize,
+    pub scheduled: usize,
+    pub preemptions: usize,
+    pub elapsed: Duration,
+}
+
+/// The progress bar of a run (hidden without `progress`).
+pub fn progress_bar(
+    progress: bool,
+    len: usize,
+    scenario: Scenario,
+    workers: usize,
+) -> indicatif::ProgressBar {
+    let bar = if progress {
+        indicatif::ProgressBar::new(len as u64).with_style(
+            indicatif::ProgressStyle::with_template(
+                "{prefix} [{bar:40}] {pos}/{len} pods {per_sec} eta {eta}",
+            )
+            .expect("valid template")
+            .progress_chars("=> "),
+        )
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    bar.set_prefix(format!("{scenario:?} x{workers}"));
+    bar
+}
+
+/// The numbers of a run: throughput over `spec.pods`, latency
+/// percentiles of the attempts, and the framework's timings.
+pub fn result(
+    r: Run,
+    fw: &crate::framework::Framework,
+    mut latencies: Vec<Duration>,
+) -> BenchResult {
+    latencies.sort();
+    let pct = |p: f64| {
+        latencies
+            .get(((latencies.len() as f64 * p) as usize).min(latencies.len().saturating_sub(1)))
+            .map_or(0.0, |d| d.as_secs_f64() * 1e3)
+    };
+    let plugins = fw
+        .timings
+        .snapshot()
+        .into_iter()
+        .map(|((plugin, point), t)| {
+            (
+                plugin,
+                point.to_string(),
+                t.total.as_secs_f64() * 1e3,
+                t.calls,
+            )
+        })
+        .collect();
+    BenchResult {
+        scenario: r.scenario,
+        nodes: r.spec.nodes,
+        pods: r.spec.pods,
+        workers: r.workers,
+        scheduled: r.scheduled,
+        unschedulable: r.spec.pods - r.scheduled.min(r.spec.pods),
+        seconds: r.elapsed.as_secs_f64(),
+        pods_per_second: r.spec.pods as f64 / r.elapsed.as_secs_f64(),
+        p50_ms: pct(0.50),
+        p99_ms: pct(0.99),
+        peak_rss_mib: peak_rss_mib(),
+        plugins,
+        preemptions: r.preemptions,
+        plugin_memory: fw
+            .profile()
+            .members
+            .iter()
+            .filter_map(|p| Some((p.name().to_string(), p.health()?.memory_bytes)))
+            .collect(),
+    }
 }
 
 fn config_for(scenario: Scenario, workers: usize) -> ConfigFile {
@@ -99,6 +187,9 @@ pub fn run(
     workers: usize,
     progress: bool,
 ) -> anyhow::Result<BenchResult> {
+    if scenario == Scenario::Preemption {
+        return preemption::run(spec, workers, progress);
+    }
     let scheduler = config::build(
         &config_for(scenario, workers),
         std::path::Path::new("."),
@@ -122,18 +213,7 @@ pub fn run(
             .cmp(&a.priority)
             .then(a.creation_ms.cmp(&b.creation_ms))
     });
-    let bar = if progress {
-        indicatif::ProgressBar::new(pods.len() as u64).with_style(
-            indicatif::ProgressStyle::with_template(
-                "{prefix} [{bar:40}] {pos}/{len} pods {per_sec} eta {eta}",
-            )
-            .expect("valid template")
-            .progress_chars("=> "),
-        )
-    } else {
-        indicatif::ProgressBar::hidden()
-    };
-    bar.set_prefix(format!("{scenario:?} x{workers}"));
+    let bar = progress_bar(progress, pods.len(), scenario, workers);
     let mut latencies: Vec<Duration> = Vec::with_capacity(pods.len());
     let (mut scheduled, mut unschedulable) = (0, 0);
     let started = Instant::now();
@@ -154,43 +234,18 @@ pub fn run(
     }
     let elapsed = started.elapsed();
     bar.finish_and_clear();
-    latencies.sort();
-    let pct = |p: f64| {
-        latencies
-            .get(((latencies.len() as f64 * p) as usize).min(latencies.len().saturating_sub(1)))
-            .map_or(0.0, |d| d.as_secs_f64() * 1e3)
-    };
-    let plugins = fw
-        .timings
-        .snapshot()
-        .into_iter()
-        .map(|((plugin, point), t)| {
-            (
-                plugin,
-                point.to_string(),
-                t.total.as_secs_f64() * 1e3,
-                t.calls,
-            )
-        })
-        .collect();
-    Ok(BenchResult {
-        scenario,
-        nodes: spec.nodes,
-        pods: spec.pods,
-        workers,
-        scheduled,
-        unschedulable,
-        seconds: elapsed.as_secs_f64(),
-        pods_per_second: spec.pods as f64 / elapsed.as_secs_f64(),
-        p50_ms: pct(0.50),
-        p99_ms: pct(0.99),
-        peak_rss_mib: peak_rss_mib(),
-        plugins,
-        plugin_memory: fw
-            .profile()
-            .members
-            .iter()
-            .filter_map(|p| Some((p.name().to_string(), p.health()?.memory_bytes)))
-            .collect(),
-    })
+    let mut r = result(
+        Run {
+            scenario,
+            spec,
+            workers,
+            scheduled,
+            preemptions: 0,
+            elapsed,
+        },
+        fw,
+        latencies,
+    );
+    r.unschedulable = unschedulable;
+    Ok(r)
 }

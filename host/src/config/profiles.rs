@@ -165,6 +165,7 @@ pub fn build(
         ] {
             profile.enable(&b.bundles[&name], point, 0);
         }
+        profile.add_advisor(&b.bundles[&name]);
     }
     Ok(Built {
         profile,

@@ -95,22 +95,29 @@ impl Cache {
         served: impl Fn(&str) -> bool,
         now_ms: u64,
     ) -> PodUpdate {
-        if terminating || matches!(pod.phase.as_str(), "Succeeded" | "Failed") {
+        let terminating = terminating || pod.terminating;
+        let unscheduled_terminating = terminating && pod.node_name.is_none();
+        if unscheduled_terminating || matches!(pod.phase.as_str(), "Succeeded" | "Failed") {
             // Terminal pods free their node's resources (upstream's
             // informer filters them out); a terminating pending pod is
-            // not scheduled.
+            // not scheduled. A terminating bound pod keeps its resources
+            // until it is gone, as upstream's cache counts it (the room
+            // preemption makes appears when the victims are deleted).
             return if self.pod_deleted(&pod.uid, now_ms) {
                 PodUpdate::Removed
             } else {
                 PodUpdate::Ignored
             };
         }
+        let mut pod = pod;
+        pod.terminating = terminating;
         let uid = pod.uid.clone();
         match pod.node_name.clone() {
             Some(node) => {
                 self.pending.remove(&uid);
                 self.queue.done(&uid);
                 self.assumed.remove(&uid);
+                self.snapshot.nominator.remove(&uid);
                 let pod = Arc::new(pod);
                 let same = self.bound.get(&uid).is_some_and(|old| **old == *pod);
                 self.bound.insert(uid.clone(), pod.clone());
@@ -132,9 +139,11 @@ impl Cache {
                     // is in flight.
                     return PodUpdate::Ignored;
                 }
-                let fresh = self.pending.insert(uid, Arc::new(pod.clone())).is_none();
-                if fresh {
-                    self.queue.add(Arc::new(pod));
+                let pod = Arc::new(pod);
+                let old = self.pending.insert(uid, pod.clone());
+                self.snapshot.nominator.update(old.as_deref(), pod.clone());
+                if old.is_none() {
+                    self.queue.add(pod);
                     PodUpdate::Queued
                 } else {
                     PodUpdate::Updated
@@ -147,6 +156,7 @@ impl Cache {
     /// snapshot (so waiting pods may now fit) or was queued.
     pub fn pod_deleted(&mut self, uid: &str, now_ms: u64) -> bool {
         let was_pending = self.pending.remove(uid).is_some();
+        self.snapshot.nominator.remove(uid);
         self.queue.done(uid);
         self.assumed.remove(uid);
         self.bound.remove(uid);
@@ -205,6 +215,7 @@ impl Cache {
         bound.node_name = Some(node.to_string());
         let bound = Arc::new(bound);
         self.pending.remove(&pod.uid);
+        self.snapshot.nominator.remove(&pod.uid);
         self.assumed.insert(
             pod.uid.clone(),
             Assumed {
@@ -308,6 +319,44 @@ impl Cache {
             self.forget(uid, now_ms);
         }
         expired
+    }
+
+    /// PostFilter nominated `pod` to `node` (upstream's
+    /// `AddNominatedPod`), and `displaced` lost their nominations there.
+    /// The pending copies show it as their `status.nominatedNodeName`
+    /// will once written.
+    pub fn nominate(&mut self, pod: &Pod, node: &str, displaced: &[Arc<Pod>]) {
+        let with = |p: &Pod, node: Option<&str>| {
+            let mut p = p.clone();
+            p.nominated_node = node.map(str::to_string);
+            Arc::new(p)
+        };
+        if let Some(p) = self.pending.get(&pod.uid).map(|p| with(p, Some(node))) {
+            self.pending.insert(pod.uid.clone(), p.clone());
+            self.snapshot.nominator.add(p, Some(node));
+        }
+        for d in displaced {
+            self.snapshot.nominator.remove(&d.uid);
+            if let Some(p) = self.pending.get(&d.uid).map(|p| with(p, None)) {
+                self.pending.insert(d.uid.clone(), p);
+            }
+        }
+    }
+
+    /// Ends `uid`'s nomination (its nominated node can no longer take it).
+    pub fn clear_nomination(&mut self, uid: &str) -> bool {
+        let had = self.snapshot.nominator.remove(uid).is_some();
+        if let Some(p) = self.pending.get(uid) {
+            let mut p = (**p).clone();
+            p.nominated_node = None;
+            self.pending.insert(uid.to_string(), Arc::new(p));
+        }
+        had
+    }
+
+    /// The pending pod `uid`, in its latest version.
+    pub fn pending_pod(&self, uid: &str) -> Option<&Arc<Pod>> {
+        self.pending.get(uid)
     }
 
     pub fn is_pending(&self, uid: &str) -> bool {

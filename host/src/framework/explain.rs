@@ -55,6 +55,36 @@ pub struct Explanation {
     /// The cycle ended in an error (not a fit verdict): the message.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub error: Option<String>,
+    /// What preemption (PostFilter) considered, when the pod fit nowhere.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub preemption: Option<PreemptionExplanation>,
+}
+
+/// One preemption candidate, for `--explain`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CandidateExplanation {
+    pub node: String,
+    /// `namespace/name` of each victim, in upstream's order.
+    pub victims: Vec<String>,
+    /// Victims whose eviction would violate a PodDisruptionBudget.
+    pub budget_violations: u32,
+    /// The priority of the first victim (upstream's "highest").
+    pub highest_priority: i32,
+    pub priority_sum: i64,
+    /// Why this candidate is behind the one before it in the order (the
+    /// first rule that tells them apart); `None` for the first.
+    pub behind_because: Option<String>,
+}
+
+/// What preemption did for a pod that fit nowhere.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Default)]
+pub struct PreemptionExplanation {
+    /// The candidates, best first (after any advisor's advice).
+    pub candidates: Vec<CandidateExplanation>,
+    /// The node nominated, if any.
+    pub nominated: Option<String>,
+    /// Why preemption nominated that node, or why it did not preempt.
+    pub summary: String,
 }
 
 impl Explanation {

@@ -154,8 +154,9 @@ pub trait FilterPlugin: Plugin {
 }
 
 /// Runs the profile's PreFilter extensions and Filter plugins on one
-/// node, as a PostFilter plugin needs for its what-if evaluations.
-pub trait FilterRunner {
+/// node, as a PostFilter plugin needs for its what-if evaluations
+/// (upstream's PreemptHandle). Shared by worker threads.
+pub trait FilterRunner: Sync {
     /// All Filter plugins on `node` (which may be a modified copy), with
     /// `state` (which the caller may have changed through
     /// [`FilterRunner::add_pod`] / [`FilterRunner::remove_pod`]).
@@ -181,6 +182,25 @@ pub trait FilterRunner {
         pod: &Arc<Pod>,
         node: &NodeInfo,
     ) -> Result<(), PluginError>;
+
+    /// The profile's preemption advisors (upstream's preemption
+    /// extenders), in profile order.
+    fn advisors(&self) -> &[Arc<dyn super::advisor::PreemptionAdvisor>] {
+        &[]
+    }
+
+    /// The framework's worker threads, for evaluating nodes in parallel.
+    fn pool(&self) -> Option<&rayon::ThreadPool> {
+        None
+    }
+
+    /// Whether `--explain` records this cycle.
+    fn recording(&self) -> bool {
+        false
+    }
+
+    /// Keeps what preemption considered, for `--explain`.
+    fn record(&self, _explanation: super::explain::PreemptionExplanation) {}
 }
 
 /// The per-node verdicts of a failed Filter phase, for PostFilter.
@@ -196,6 +216,9 @@ pub struct Nomination {
     pub node: String,
     pub node_index: u32,
     pub victims: Vec<Arc<Pod>>,
+    /// Lower-priority pods nominated to `node` that lose their nomination
+    /// (they may no longer fit there).
+    pub displaced: Vec<Arc<Pod>>,
 }
 
 /// What PostFilter did.
@@ -204,7 +227,8 @@ pub enum PostFilterResult {
     /// The plugin found a way: evict the victims, nominate the node.
     Nominated(Nomination),
     /// It found none; the message is added to the FitError (upstream's
-    /// "preemption: ..." suffix).
+    /// "preemption: ..." suffix; kube-scheduler 1.20 adds none, so an
+    /// empty message adds nothing).
     Unschedulable(String),
 }
 

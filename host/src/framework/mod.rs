@@ -4,6 +4,7 @@
 //! knows plugins only through its traits: the wasm adapter lives in
 //! `crate::wasm`.
 
+pub mod advisor;
 pub mod cache;
 pub mod clock;
 pub mod cycle;
@@ -12,6 +13,7 @@ pub mod explain;
 pub mod fit_error;
 pub mod interface;
 pub mod node_info;
+pub mod nominator;
 pub mod plugins;
 pub mod profile;
 pub mod queue;
@@ -21,11 +23,15 @@ pub mod timings;
 pub mod volumes;
 pub mod waiting;
 
+pub use advisor::{Advice, Candidate, PreemptionAdvisor, Victim};
 pub use cache::Cache;
 pub use clock::Clock;
 pub use cycle::{CycleResult, Framework, Outcome, Placement};
 pub use cycle_state::CycleState;
-pub use explain::{Explanation, FilterVerdict, NodeExplanation, ScoreDetail};
+pub use explain::{
+    CandidateExplanation, Explanation, FilterVerdict, NodeExplanation, PreemptionExplanation,
+    ScoreDetail,
+};
 pub use fit_error::FitError;
 pub use interface::{
     BindAction, BindPlugin, CycleContext, Decision, FilterPlugin, FilterRunner, Filtered,

@@ -103,6 +103,11 @@ pub struct Snapshot {
     /// Changes since generation `log_base`.
     log: Vec<Change>,
     log_base: u64,
+    /// Pods nominated to nodes by preemption (not placed: no change is
+    /// logged for them).
+    pub nominator: super::nominator::Nominator,
+    /// PodDisruptionBudgets, for preemption.
+    pub budgets: crate::model::budget::Budgets,
     /// PVs, claims, StorageClasses and CSINodes (shared by clones: it is
     /// the one volume store, with its assumed bindings).
     volumes: Arc<VolumeStore>,

@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use super::advisor::PreemptionAdvisor;
 use super::interface::{
     BindPlugin, FilterPlugin, PermitPlugin, Plugin, PostBindPlugin, PostFilterPlugin,
     PreBindPlugin, PreFilterPlugin, PreScorePlugin, ReservePlugin, ScorePlugin,
@@ -77,6 +78,9 @@ pub struct PluginBundle {
     pub pre_bind: Option<Arc<dyn PreBindPlugin>>,
     pub bind: Option<Arc<dyn BindPlugin>>,
     pub post_bind: Option<Arc<dyn PostBindPlugin>>,
+    /// Advice on preemption's candidates (not an extension point of its
+    /// own: DefaultPreemption consults it).
+    pub preemption_advisor: Option<Arc<dyn PreemptionAdvisor>>,
 }
 
 impl std::fmt::Debug for PluginBundle {
@@ -103,6 +107,7 @@ impl PluginBundle {
             pre_bind: None,
             bind: None,
             post_bind: None,
+            preemption_advisor: None,
         }
     }
 
@@ -160,6 +165,11 @@ impl PluginBundle {
         self
     }
 
+    pub fn with_preemption_advisor<T: PreemptionAdvisor + 'static>(mut self, p: &Arc<T>) -> Self {
+        self.preemption_advisor = Some(p.clone());
+        self
+    }
+
     /// The extension points this bundle implements.
     pub fn points(&self) -> Vec<Point> {
         Point::ALL.into_iter().filter(|p| self.has(*p)).collect()
@@ -206,6 +216,8 @@ pub struct Profile {
     pub pre_bind: Vec<Arc<dyn PreBindPlugin>>,
     pub bind: Vec<Arc<dyn BindPlugin>>,
     pub post_bind: Vec<Arc<dyn PostBindPlugin>>,
+    /// Members that advise preemption, in member order.
+    pub preemption_advisors: Vec<Arc<dyn PreemptionAdvisor>>,
 }
 
 impl Profile {
@@ -243,6 +255,15 @@ impl Profile {
             self.members.push(bundle.plugin.clone());
         }
         added
+    }
+
+    /// Adds `bundle`'s preemption advisor, if it has one and is a member.
+    pub fn add_advisor(&mut self, bundle: &PluginBundle) {
+        let member = self.members.iter().any(|m| m.name() == bundle.name());
+        let present = named(&self.preemption_advisors, bundle.name());
+        if let (Some(a), true, false) = (&bundle.preemption_advisor, member, present) {
+            self.preemption_advisors.push(a.clone());
+        }
     }
 
     /// The extension points at which plugin `name` is enabled.
@@ -294,6 +315,10 @@ impl Profile {
         swap(&mut p.pre_bind, name, &new.pre_bind);
         swap(&mut p.bind, name, &new.bind);
         swap(&mut p.post_bind, name, &new.post_bind);
+        p.preemption_advisors.retain(|a| a.name() != name);
+        if let Some(a) = &new.preemption_advisor {
+            p.preemption_advisors.push(a.clone());
+        }
         for m in &mut p.members {
             if m.name() == name {
                 *m = new.plugin.clone();

@@ -74,6 +74,9 @@ impl Framework {
             }
             Outcome::Unschedulable(fit) => {
                 cache.queue.add_unschedulable(pod.clone());
+                if let Some(n) = &nomination {
+                    self.preempting(&pod, n, cache);
+                }
                 Attempt::Unschedulable {
                     pod,
                     fit,
@@ -243,6 +246,17 @@ impl Framework {
                 cache.queue.add_backoff(pod.clone(), now_ms);
                 Attempt::Error { pod, message }
             }
+        }
+    }
+
+    /// PostFilter nominated a node (upstream's `PrepareCandidate` minus
+    /// the API calls, which are the caller's): the nomination is recorded,
+    /// lower-priority nominations there end, and victims held at Permit
+    /// are rejected.
+    fn preempting(&self, pod: &Pod, n: &Nomination, cache: &mut Cache) {
+        cache.nominate(pod, &n.node, &n.displaced);
+        for v in &n.victims {
+            self.waiting.reject(&v.uid, "preempted");
         }
     }
 

@@ -4,11 +4,14 @@
 //! point works with types that cannot hold an invalid operator, effect or
 //! quantity.
 
+pub mod budget;
 pub mod container_resources;
 pub mod node;
 pub mod pod;
 pub mod pod_group;
+mod pod_spec;
 pub mod pod_volume;
+pub mod priority;
 /// One quantity parser for the scheduler and its plugins (`wasmsched-shared`).
 pub use wasmsched_shared::quantity;
 pub mod resources;

@@ -8,7 +8,8 @@ use k8s_openapi::api::core::v1 as k8s;
 use super::node::Taint;
 use super::resources::{Resources, CPU, DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST, MEMORY};
 use super::selector::{LabelSelector, NodeSelectorTerm};
-use super::{validation, ModelError, TaintEffect};
+use super::validation::{self, Invalid};
+use super::{pod_spec, ModelError, TaintEffect};
 use crate::escape;
 
 /// How a toleration compares values.
@@ -132,6 +133,23 @@ pub struct Owner {
     pub name: String,
 }
 
+impl Owner {
+    /// The owner reference marked `controller`.
+    fn controller_of(
+        meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    ) -> Option<Self> {
+        let r = meta
+            .owner_references
+            .iter()
+            .flatten()
+            .find(|o| o.controller == Some(true))?;
+        Some(Self {
+            kind: r.kind.clone(),
+            name: r.name.clone(),
+        })
+    }
+}
+
 /// A pod as the framework uses it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Pod {
@@ -172,6 +190,40 @@ pub struct Pod {
     /// (`model::container_resources`); `None` when no container asks for
     /// an extended resource.
     pub container_resources: Option<String>,
+    /// `spec.priorityClassName`, when set.
+    pub priority_class: Option<String>,
+    /// `spec.priority` was set (by the user or the Priority admission
+    /// plugin); when not, `priority` is resolved from PriorityClasses.
+    pub priority_given: bool,
+    /// `spec.preemptionPolicy`; `None`: unset (the PriorityClass's, else
+    /// `PreemptLowerPriority`).
+    pub preemption_policy: Option<PreemptionPolicy>,
+    /// `status.nominatedNodeName`: where an earlier preemption made room.
+    pub nominated_node: Option<String>,
+    /// `status.startTime` in milliseconds since the epoch (kubelet sets it).
+    pub start_ms: Option<i64>,
+    /// `metadata.deletionTimestamp` is set: the pod is terminating (a bound
+    /// one still holds its node's resources until it is gone).
+    pub terminating: bool,
+}
+
+/// `spec.preemptionPolicy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PreemptionPolicy {
+    PreemptLowerPriority,
+    Never,
+}
+
+impl PreemptionPolicy {
+    pub fn parse(s: &str) -> Result<Self, String> {
+        match s {
+            "PreemptLowerPriority" => Ok(Self::PreemptLowerPriority),
+            "Never" => Ok(Self::Never),
+            o => Err(format!(
+                "unknown value {o:?} (expected PreemptLowerPriority or Never)"
+            )),
+        }
+    }
 }
 
 impl Pod {
@@ -180,8 +232,12 @@ impl Pod {
         format!("{}/{}", self.namespace, self.name)
     }
 
-    // Split into steps in the cleanup after the validation work lands.
-    #[allow(clippy::too_many_lines)]
+    /// Whether the pod may preempt others (`preemptionPolicy` is not
+    /// `Never`).
+    pub fn may_preempt(&self) -> bool {
+        self.preemption_policy != Some(PreemptionPolicy::Never)
+    }
+
     pub fn from_k8s(pod: &k8s::Pod) -> Result<Self, ModelError> {
         let meta = &pod.metadata;
         let name = meta.name.clone().unwrap_or_default();
@@ -204,24 +260,7 @@ impl Pod {
         }
 
         let container_resources =
-            |c: &k8s::Container, path: &str| -> Result<(Resources, Resources), ModelError> {
-                let r = c.resources.clone().unwrap_or_default();
-                let limits =
-                    Resources::from_k8s(&r.limits.unwrap_or_default()).map_err(|(res, e)| {
-                        err(&format!("{path}.resources.limits.{res}"), e.to_string())
-                    })?;
-                let mut requests =
-                    Resources::from_k8s(&r.requests.unwrap_or_default()).map_err(|(res, e)| {
-                        err(&format!("{path}.resources.requests.{res}"), e.to_string())
-                    })?;
-                // API-server defaulting: a limit without a request sets the request.
-                for (k, v) in limits.iter() {
-                    if !r_has(&c.resources, k) {
-                        requests.set(k, v);
-                    }
-                }
-                Ok((requests, limits))
-            };
+            |c: &k8s::Container, path: &str| resources_of(c, path).map_err(|(f, c)| err(&f, c));
 
         let mut requests = Resources::default();
         let mut limits = Resources::default();
@@ -235,19 +274,7 @@ impl Pod {
             non_zero_memory += non_zero_request(&req, MEMORY, DEFAULT_MEMORY_REQUEST);
             requests.add(&req);
             limits.add(&lim);
-            for p in c.ports.iter().flatten() {
-                if let Some(hp) = p.host_port.filter(|p| *p > 0) {
-                    host_ports.push(HostPort {
-                        ip: p
-                            .host_ip
-                            .clone()
-                            .filter(|s| !s.is_empty())
-                            .unwrap_or_else(|| "0.0.0.0".into()),
-                        protocol: p.protocol.clone().unwrap_or_else(|| "TCP".into()),
-                        port: hp,
-                    });
-                }
-            }
+            host_ports.extend(host_ports_of(c));
         }
         for (i, c) in spec.init_containers.iter().flatten().enumerate() {
             let (req, lim) = container_resources(c, &format!("spec.initContainers[{i}]"))?;
@@ -271,232 +298,28 @@ impl Pod {
             }
         }
 
-        let mut tolerations = Vec::new();
-        for (i, t) in spec.tolerations.iter().flatten().enumerate() {
-            let path = format!("spec.tolerations[{i}]");
-            let op = match t.operator.as_deref() {
-                None | Some("") | Some("Equal") => TolerationOp::Equal,
-                Some("Exists") => TolerationOp::Exists,
-                Some(o) => {
-                    return Err(err(
-                        &format!("{path}.operator"),
-                        format!("unknown operator {o:?}"),
-                    ))
-                }
-            };
-            let effect = match t.effect.as_deref() {
-                None | Some("") => None,
-                Some(e) => {
-                    Some(TaintEffect::parse(e).map_err(|c| err(&format!("{path}.effect"), c))?)
-                }
-            };
-            let key = t.key.clone().filter(|k| !k.is_empty());
-            if key.is_none() && op != TolerationOp::Exists {
-                return Err(err(
-                    &format!("{path}.operator"),
-                    "an empty key needs operator Exists".into(),
-                ));
-            }
-            tolerations.push(Toleration {
-                key,
-                op,
-                value: t.value.clone().unwrap_or_default(),
-                effect,
-            });
-        }
-
-        let mut node_affinity = NodeAffinity::default();
-        let mut pod_affinity = PodAffinity::default();
-        if let Some(aff) = &spec.affinity {
-            if let Some(na) = &aff.node_affinity {
-                if let Some(req) = &na.required_during_scheduling_ignored_during_execution {
-                    let mut terms = Vec::new();
-                    for (i, t) in req.node_selector_terms.iter().enumerate() {
-                        terms.push(NodeSelectorTerm::parse(t).map_err(|c| {
-                            err(&format!("spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[{i}]"), c)
-                        })?);
-                    }
-                    node_affinity.required = Some(terms);
-                }
-                for (i, p) in na
-                    .preferred_during_scheduling_ignored_during_execution
-                    .iter()
-                    .flatten()
-                    .enumerate()
-                {
-                    let path = format!("spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[{i}]");
-                    if !(1..=100).contains(&p.weight) {
-                        return Err(err(
-                            &format!("{path}.weight"),
-                            format!("must be in 1..100, got {}", p.weight),
-                        ));
-                    }
-                    let term = NodeSelectorTerm::parse(&p.preference)
-                        .map_err(|c| err(&format!("{path}.preference"), c))?;
-                    node_affinity.preferred.push((p.weight, term));
-                }
-            }
-            let parse_term = |t: &k8s::PodAffinityTerm,
-                              path: &str|
-             -> Result<PodAffinityTerm, ModelError> {
-                if t.topology_key.is_empty() {
-                    return Err(err(
-                        &format!("{path}.topologyKey"),
-                        "must not be empty".into(),
-                    ));
-                }
-                let selector = t
-                    .label_selector
-                    .as_ref()
-                    .map(LabelSelector::parse)
-                    .transpose()
-                    .map_err(|c| err(&format!("{path}.labelSelector"), c))?;
-                let all_namespaces = match &t.namespace_selector {
-                    None => false,
-                    Some(s)
-                        if s.match_labels.as_ref().is_none_or(|m| m.is_empty())
-                            && s.match_expressions.as_ref().is_none_or(|m| m.is_empty()) =>
-                    {
-                        true
-                    }
-                    Some(_) => {
-                        return Err(err(
-                            &format!("{path}.namespaceSelector"),
-                            "only an empty namespaceSelector (all namespaces) is supported".into(),
-                        ))
-                    }
-                };
-                let mut namespaces = t.namespaces.clone().unwrap_or_default();
-                if namespaces.is_empty() && !all_namespaces {
-                    namespaces.push(namespace.clone());
-                }
-                Ok(PodAffinityTerm {
-                    selector,
-                    namespaces,
-                    all_namespaces,
-                    topology_key: t.topology_key.clone(),
-                })
-            };
-            let weighted = |list: &Option<Vec<k8s::WeightedPodAffinityTerm>>,
-                            path: &str|
-             -> Result<Vec<(i32, PodAffinityTerm)>, ModelError> {
-                let mut out = Vec::new();
-                for (i, w) in list.iter().flatten().enumerate() {
-                    let p = format!("{path}[{i}]");
-                    if !(1..=100).contains(&w.weight) {
-                        return Err(err(
-                            &format!("{p}.weight"),
-                            format!("must be in 1..100, got {}", w.weight),
-                        ));
-                    }
-                    out.push((
-                        w.weight,
-                        parse_term(&w.pod_affinity_term, &format!("{p}.podAffinityTerm"))?,
-                    ));
-                }
-                Ok(out)
-            };
-            if let Some(pa) = &aff.pod_affinity {
-                let base = "spec.affinity.podAffinity";
-                for (i, t) in pa
-                    .required_during_scheduling_ignored_during_execution
-                    .iter()
-                    .flatten()
-                    .enumerate()
-                {
-                    pod_affinity.required_affinity.push(parse_term(
-                        t,
-                        &format!("{base}.requiredDuringSchedulingIgnoredDuringExecution[{i}]"),
-                    )?);
-                }
-                pod_affinity.preferred_affinity = weighted(
-                    &pa.preferred_during_scheduling_ignored_during_execution,
-                    &format!("{base}.preferredDuringSchedulingIgnoredDuringExecution"),
-                )?;
-            }
-            if let Some(pa) = &aff.pod_anti_affinity {
-                let base = "spec.affinity.podAntiAffinity";
-                for (i, t) in pa
-                    .required_during_scheduling_ignored_during_execution
-                    .iter()
-                    .flatten()
-                    .enumerate()
-                {
-                    pod_affinity.required_anti_affinity.push(parse_term(
-                        t,
-                        &format!("{base}.requiredDuringSchedulingIgnoredDuringExecution[{i}]"),
-                    )?);
-                }
-                pod_affinity.preferred_anti_affinity = weighted(
-                    &pa.preferred_during_scheduling_ignored_during_execution,
-                    &format!("{base}.preferredDuringSchedulingIgnoredDuringExecution"),
-                )?;
-            }
-        }
-
-        let mut spread = Vec::new();
-        for (i, c) in spec
-            .topology_spread_constraints
-            .iter()
-            .flatten()
-            .enumerate()
-        {
-            let path = format!("spec.topologySpreadConstraints[{i}]");
-            if c.max_skew < 1 {
-                return Err(err(
-                    &format!("{path}.maxSkew"),
-                    format!("must be at least 1, got {}", c.max_skew),
-                ));
-            }
-            if c.topology_key.is_empty() {
-                return Err(err(
-                    &format!("{path}.topologyKey"),
-                    "must not be empty".into(),
-                ));
-            }
-            let when_unsatisfiable = match c.when_unsatisfiable.as_str() {
-                "DoNotSchedule" => WhenUnsatisfiable::DoNotSchedule,
-                "ScheduleAnyway" => WhenUnsatisfiable::ScheduleAnyway,
-                o => {
-                    return Err(err(
-                        &format!("{path}.whenUnsatisfiable"),
-                        format!("unknown value {o:?}"),
-                    ))
-                }
-            };
-            let selector = c
-                .label_selector
-                .as_ref()
-                .map(LabelSelector::parse)
-                .transpose()
-                .map_err(|m| err(&format!("{path}.labelSelector"), m))?;
-            spread.push(SpreadConstraint {
-                max_skew: c.max_skew,
-                topology_key: c.topology_key.clone(),
-                when_unsatisfiable,
-                selector,
-            });
-        }
+        let field = |(f, c): Invalid| err(&f, c);
+        let tolerations = pod_spec::tolerations(spec).map_err(field)?;
+        let affinity = spec.affinity.as_ref();
+        let node_affinity =
+            pod_spec::node_affinity(affinity.and_then(|a| a.node_affinity.as_ref()))
+                .map_err(field)?;
+        let pod_affinity = pod_spec::pod_affinity(affinity, &namespace).map_err(field)?;
+        let spread = pod_spec::spread(spec).map_err(field)?;
 
         let volumes = super::pod_volume::pod_volumes(spec).map_err(|(f, c)| err(&f, c))?;
         let unsupported = super::pod_volume::unsupported(&volumes);
 
-        let owner = meta
-            .owner_references
-            .iter()
-            .flatten()
-            .find(|o| o.controller == Some(true))
-            .map(|o| Owner {
-                kind: o.kind.clone(),
-                name: o.name.clone(),
-            });
+        let prio = PriorityFields::read(pod).map_err(|c| err("spec.preemptionPolicy", c))?;
+        let status = pod.status.as_ref();
+
+        let owner = Owner::controller_of(meta);
+        // Without a uid (a manifest), the key stands in for it.
+        let uid = meta.uid.clone().filter(|u| !u.is_empty());
+        let uid = uid.unwrap_or_else(|| format!("{namespace}/{name}"));
 
         Ok(Self {
-            uid: meta
-                .uid
-                .clone()
-                .filter(|u| !u.is_empty())
-                .unwrap_or_else(|| format!("{namespace}/{name}")),
+            uid,
             labels: meta.labels.clone().unwrap_or_default(),
             annotations: meta.annotations.clone().unwrap_or_default(),
             node_name: spec.node_name.clone().filter(|n| !n.is_empty()),
@@ -511,9 +334,7 @@ impl Pod {
                 .map(|t| t.0.as_millisecond())
                 .unwrap_or(0),
             owner,
-            phase: pod
-                .status
-                .as_ref()
+            phase: status
                 .and_then(|s| s.phase.clone())
                 .unwrap_or_else(|| "Pending".into()),
             requests,
@@ -532,8 +353,50 @@ impl Pod {
                 init_extended,
                 app_extended,
             ),
+            priority_class: prio.class,
+            priority_given: prio.given,
+            preemption_policy: prio.policy,
+            nominated_node: prio.nominated,
+            start_ms: prio.start_ms,
+            terminating: prio.terminating,
             namespace,
             name,
+        })
+    }
+}
+
+/// What preemption reads of a pod, besides its priority.
+struct PriorityFields {
+    class: Option<String>,
+    given: bool,
+    policy: Option<PreemptionPolicy>,
+    nominated: Option<String>,
+    start_ms: Option<i64>,
+    terminating: bool,
+}
+
+impl PriorityFields {
+    fn read(pod: &k8s::Pod) -> Result<Self, String> {
+        let spec = pod.spec.as_ref();
+        let status = pod.status.as_ref();
+        let policy = spec
+            .and_then(|s| s.preemption_policy.as_deref())
+            .filter(|p| !p.is_empty())
+            .map(PreemptionPolicy::parse)
+            .transpose()?;
+        Ok(Self {
+            class: spec
+                .and_then(|s| s.priority_class_name.clone())
+                .filter(|n| !n.is_empty()),
+            given: spec.is_some_and(|s| s.priority.is_some()),
+            policy,
+            nominated: status
+                .and_then(|s| s.nominated_node_name.clone())
+                .filter(|n| !n.is_empty()),
+            start_ms: status
+                .and_then(|s| s.start_time.as_ref())
+                .map(|t| t.0.as_millisecond()),
+            terminating: pod.metadata.deletion_timestamp.is_some(),
         })
     }
 }
@@ -542,6 +405,38 @@ impl Pod {
 /// `name` for scoring, `default` when it requests none, but an explicit
 /// zero kept ("override if un-set, but not if explicitly set to zero").
 /// `requests` are after API-server defaulting from limits.
+/// A container's requests and limits, with the API server's defaulting
+/// (a limit without a request sets the request).
+fn resources_of(c: &k8s::Container, path: &str) -> Result<(Resources, Resources), Invalid> {
+    let r = c.resources.clone().unwrap_or_default();
+    let limits = Resources::from_k8s(&r.limits.unwrap_or_default())
+        .map_err(|(res, e)| (format!("{path}.resources.limits.{res}"), e.to_string()))?;
+    let mut requests = Resources::from_k8s(&r.requests.unwrap_or_default())
+        .map_err(|(res, e)| (format!("{path}.resources.requests.{res}"), e.to_string()))?;
+    for (k, v) in limits.iter() {
+        if !r_has(&c.resources, k) {
+            requests.set(k, v);
+        }
+    }
+    Ok((requests, limits))
+}
+
+/// The host ports a container asks for.
+fn host_ports_of(c: &k8s::Container) -> impl Iterator<Item = HostPort> + '_ {
+    c.ports.iter().flatten().filter_map(|p| {
+        let port = p.host_port.filter(|p| *p > 0)?;
+        Some(HostPort {
+            ip: p
+                .host_ip
+                .clone()
+                .filter(|s| !s.is_empty())
+                .unwrap_or_else(|| "0.0.0.0".into()),
+            protocol: p.protocol.clone().unwrap_or_else(|| "TCP".into()),
+            port,
+        })
+    })
+}
+
 fn non_zero_request(requests: &Resources, name: &str, default: i64) -> i64 {
     if requests.iter().any(|(k, _)| k == name) {
         requests.get(name)

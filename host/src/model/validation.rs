@@ -188,7 +188,7 @@ fn spread(c: &k8s::TopologySpreadConstraint, path: &str) -> Result<(), Invalid> 
 
 /// `ValidateObjectMeta` for what the scheduler reads: the name (checked
 /// with `name_ok`), the namespace and the labels.
-fn meta(
+pub fn meta(
     m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
     name_ok: fn(&str) -> Result<(), String>,
 ) -> Result<(), Invalid> {
@@ -212,6 +212,13 @@ pub fn pod(pod: &k8s::Pod) -> Result<(), Invalid> {
     labels(spec.node_selector.as_ref(), "spec.nodeSelector")?;
     if let Some(n) = spec.node_name.as_deref().filter(|n| !n.is_empty()) {
         dns_subdomain(n).map_err(|c| ("spec.nodeName".to_string(), c))?;
+    }
+    if let Some(n) = spec
+        .priority_class_name
+        .as_deref()
+        .filter(|n| !n.is_empty())
+    {
+        dns_subdomain(n).map_err(|c| ("spec.priorityClassName".to_string(), c))?;
     }
     for (i, c) in spec.containers.iter().enumerate() {
         container(c, &format!("spec.containers[{i}]"))?;

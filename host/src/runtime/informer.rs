@@ -86,7 +86,10 @@ pub async fn watch_pods(
                 }
                 let terminating = p.metadata.deletion_timestamp.is_some();
                 match Pod::from_k8s(&p) {
-                    Ok(pod) => {
+                    Ok(mut pod) => {
+                        if let Err(e) = shared.priority_classes.read().resolve(&mut pod) {
+                            tracing::warn!(pod = %pod.key(), error = %e, "priority 0 assumed");
+                        }
                         if shared.scheduler.pod_groups.enabled() {
                             shared.scheduler.pod_groups.apply_pod(&pod, terminating);
                         }

@@ -42,6 +42,11 @@ pub struct SchedulerMetrics {
     /// `wasmsched_cache_assumed_pods`: pods placed whose binding the watch
     /// has not confirmed.
     pub assumed_pods: IntGauge,
+    /// `scheduler_preemption_attempts_total`: PostFilter runs (pods that
+    /// fit nowhere and were considered for preemption).
+    pub preemption_attempts: prometheus::IntCounter,
+    /// `scheduler_preemption_victims`: victims per preemption.
+    pub preemption_victims: prometheus::Histogram,
 }
 
 fn histogram(name: &str, help: &str, buckets: Vec<f64>, labels: &[&str]) -> HistogramVec {
@@ -125,6 +130,19 @@ impl SchedulerMetrics {
                 "Pods placed in the cache whose binding the watch has not confirmed yet.",
             )
             .expect("valid metric"),
+            preemption_attempts: prometheus::IntCounter::new(
+                "scheduler_preemption_attempts_total",
+                "Total preemption attempts in the cluster till now",
+            )
+            .expect("valid metric"),
+            preemption_victims: prometheus::Histogram::with_opts(
+                HistogramOpts::new(
+                    "scheduler_preemption_victims",
+                    "Number of selected preemption victims",
+                )
+                .buckets(prometheus::linear_buckets(5.0, 5.0, 10).expect("valid buckets")),
+            )
+            .expect("valid metric"),
         };
         let collectors: Vec<Box<dyn Collector>> = vec![
             Box::new(m.schedule_attempts.clone()),
@@ -138,6 +156,8 @@ impl SchedulerMetrics {
             Box::new(m.events.clone()),
             Box::new(m.leader.clone()),
             Box::new(m.assumed_pods.clone()),
+            Box::new(m.preemption_attempts.clone()),
+            Box::new(m.preemption_victims.clone()),
             Box::new(PluginHealthCollector::new(scheduler)),
         ];
         for c in collectors {
@@ -178,6 +198,9 @@ impl TimingSink for SchedulerMetrics {
         self.extension_point_duration
             .with_label_values(&[point, status, profile])
             .observe(elapsed.as_secs_f64());
+        if point == "PostFilter" {
+            self.preemption_attempts.inc();
+        }
     }
 }
 

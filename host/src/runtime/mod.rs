@@ -25,6 +25,8 @@ pub mod leader;
 pub mod metrics;
 pub mod node_lock;
 pub mod pod_groups;
+pub mod policy_watch;
+pub mod preemption;
 pub mod scheduling;
 pub mod server;
 pub mod volume_watch;
@@ -54,6 +56,8 @@ pub struct Shared {
     pub pods_synced: AtomicBool,
     /// PodGroups listed (always true when no profile runs Coscheduling).
     pub pod_groups_synced: AtomicBool,
+    /// PriorityClasses, for pods that arrive without `spec.priority`.
+    pub priority_classes: parking_lot::RwLock<crate::model::priority::PriorityClasses>,
     /// The volume watches listed once.
     pub volumes_synced: volume_watch::Synced,
     start: Instant,
@@ -79,6 +83,7 @@ impl Shared {
             nodes_synced: AtomicBool::new(false),
             pods_synced: AtomicBool::new(false),
             pod_groups_synced: AtomicBool::new(true),
+            priority_classes: Default::default(),
             volumes_synced: Default::default(),
             start: Instant::now(),
             loop_seen_ms: AtomicU64::new(0),
@@ -207,7 +212,10 @@ pub async fn run(
         metrics.clone(),
     );
     let recorder = tokio::spawn(recorder.run(report_rx));
-    let watches = Watches::start(&shared, &client, &throttle, &report_tx);
+    let mut watches = Watches::start(&shared, &client, &throttle, &report_tx);
+    let (preempt_tx, [budgets, classes, evictor]) =
+        preemption::spawn(&shared, &client, &throttle, &identity);
+    watches.tasks.extend([budgets, classes]);
 
     let (bind_tx, bind_rx) = mpsc::unbounded_channel();
     let binder = binder::Binder {
@@ -225,7 +233,7 @@ pub async fn run(
         let reports = report_tx.clone();
         std::thread::Builder::new()
             .name("scheduling-loop".into())
-            .spawn(move || scheduling::run(shared, bind_tx, reports))?
+            .spawn(move || scheduling::run(shared, bind_tx, reports, preempt_tx))?
     };
     drop(report_tx);
 
@@ -269,6 +277,7 @@ pub async fn run(
     let stopped = controller.stop();
     let _ = tokio::task::spawn_blocking(move || loop_thread.join()).await;
     let _ = binder.await;
+    let _ = evictor.await;
     watches.stop().await;
     let _ = recorder.await;
     stopped.await;

@@ -23,6 +23,7 @@ const IDLE_WAIT: Duration = Duration::from_millis(200);
 struct Outbox {
     binds: mpsc::UnboundedSender<BindRequest>,
     reports: mpsc::UnboundedSender<Report>,
+    preemptions: mpsc::UnboundedSender<super::preemption::Request>,
 }
 
 /// Runs until `shared.stopping` is set.
@@ -30,8 +31,13 @@ pub fn run(
     shared: Arc<Shared>,
     binds: mpsc::UnboundedSender<BindRequest>,
     reports: mpsc::UnboundedSender<Report>,
+    preemptions: mpsc::UnboundedSender<super::preemption::Request>,
 ) {
-    let out = Outbox { binds, reports };
+    let out = Outbox {
+        binds,
+        reports,
+        preemptions,
+    };
     loop {
         let mut cache = shared.cache.lock();
         let Some(pod) = next_pod(&shared, &mut cache, &out) else {
@@ -44,6 +50,15 @@ pub fn run(
         let started = Instant::now();
         let now = shared.now_ms();
         let attempt = fw.schedule_pod(pod, &mut cache, now, None);
+        if let Attempt::Unschedulable {
+            pod,
+            nomination: Some(n),
+            ..
+        } = &attempt
+        {
+            let request = super::preemption::Request::new(pod, n, fw.scheduler_name());
+            let _ = out.preemptions.send(request);
+        }
         record(&shared, fw, attempt, started, &out);
         shared
             .metrics

@@ -43,6 +43,9 @@ pub fn bundle(plugin: Arc<WasmPlugin>) -> PluginBundle {
     if e.permit {
         b = b.with_permit(&plugin);
     }
+    if e.post_filter {
+        b = b.with_preemption_advisor(&plugin);
+    }
     b
 }
 
@@ -139,6 +142,30 @@ impl PreFilterPlugin for WasmPlugin {
             Decision::Skip
         })
     }
+
+    /// AddPod: recorded for the what-if Filter (see `wasm::preemption`).
+    fn add_pod(
+        &self,
+        _ctx: &CycleContext,
+        state: &mut CycleState,
+        pod: &Arc<Pod>,
+        node: &NodeInfo,
+    ) -> Result<(), PluginError> {
+        self.what_if(state, |o| o.add(node.index, pod));
+        Ok(())
+    }
+
+    /// RemovePod: recorded for the what-if Filter.
+    fn remove_pod(
+        &self,
+        _ctx: &CycleContext,
+        state: &mut CycleState,
+        pod: &Arc<Pod>,
+        node: &NodeInfo,
+    ) -> Result<(), PluginError> {
+        self.what_if(state, |o| o.remove(node.index, pod));
+        Ok(())
+    }
 }
 
 /// Every node of the batch gets `reason`.
@@ -174,7 +201,14 @@ impl FilterPlugin for WasmPlugin {
             return reject_all(out, &msg);
         }
         let idx: Vec<u32> = nodes.iter().map(|n| n.index).collect();
-        match self.call_filter(ctx.snapshot, ctx.cycle, ctx.pod, &idx) {
+        let overlay = state
+            .read::<super::preemption::Overlay>(&self.overlay_key())
+            .filter(|o| !o.is_empty());
+        let verdicts = match overlay {
+            Some(o) => self.call_filter_what_if(ctx, o, &idx),
+            None => self.call_filter(ctx.snapshot, ctx.cycle, ctx.pod, &idx),
+        };
+        match verdicts {
             Ok(Ok(verdicts)) => {
                 for (o, v) in out.iter_mut().zip(verdicts) {
                     *o = v.map(|r| Rejection {

@@ -16,6 +16,7 @@ pub mod loader;
 pub mod module;
 pub mod output;
 pub mod plugin;
+pub mod preemption;
 pub mod source;
 pub mod wasi;
 

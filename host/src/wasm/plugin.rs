@@ -158,7 +158,7 @@ impl WasmPlugin {
     /// to date with `snapshot` and, when `cycle` is given, starting that
     /// cycle on it. A failing instance is dropped; the next call builds a
     /// fresh one.
-    fn with_instance<R>(
+    pub(super) fn with_instance<R>(
         &self,
         snapshot: &Snapshot,
         cycle: Option<(u64, &Pod)>,

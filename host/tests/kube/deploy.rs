@@ -50,6 +50,58 @@ spec:
         x-kubernetes-preserve-unknown-fields: true
 "#;
 
+/// Preemption with the account's rights: it watches budgets and classes,
+/// deletes the victim, writes the nomination and the Preempted event.
+async fn preempt_as_the_account(client: &kube::Client, sched: &Scheduler) {
+    for (name, value) in [("rbac-low", 10), ("rbac-high", 1000)] {
+        let pc: k8s_openapi::api::scheduling::v1::PriorityClass =
+            serde_json::from_value(json!({"metadata": {"name": name}, "value": value})).unwrap();
+        let api: Api<k8s_openapi::api::scheduling::v1::PriorityClass> = Api::all(client.clone());
+        let _ = api.delete(name, &DeleteParams::default()).await;
+        api.create(&PostParams::default(), &pc).await.unwrap();
+    }
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "rbac");
+    // The node holds `fits` and `second-profile` (1 cpu each): low fits,
+    // high needs low (and one of the others) gone.
+    for (name, class, cpu) in [("low", "rbac-low", "2"), ("high", "rbac-high", "3")] {
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": name, "namespace": "rbac"},
+            "spec": {"schedulerName": "gpu-scheduler", "priorityClassName": class,
+                "containers": [{"name": "c", "image": "x", "resources": {"requests": {"cpu": cpu}}}]}
+        }))
+        .unwrap();
+        pods.create(&PostParams::default(), &pod).await.unwrap();
+        if name == "low" {
+            wait_until("low bound", Duration::from_secs(60), || async {
+                pods.get("low")
+                    .await
+                    .ok()
+                    .and_then(|p| p.spec?.node_name)
+                    .is_some()
+            })
+            .await;
+        }
+    }
+    wait_until(
+        "high nominated, low evicted",
+        Duration::from_secs(60),
+        || async {
+            let high = pods.get("high").await.ok();
+            let nominated = high.and_then(|p| p.status?.nominated_node_name);
+            let low = pods.get("low").await.ok();
+            nominated.as_deref() == Some("rbac-node")
+                && low.is_none_or(|p| p.metadata.deletion_timestamp.is_some())
+                && !events_for(client, "rbac", "low", "Preempted")
+                    .await
+                    .is_empty()
+        },
+    )
+    .await;
+    let logs = sched.logs();
+    assert!(!logs.contains("forbidden"), "a call was refused:\n{logs}");
+    let _ = pods.delete("high", &DeleteParams::default()).await;
+}
+
 /// A token of the ServiceAccount `ns/name` (TokenRequest API).
 pub fn service_account_token(ns: &str, name: &str) -> String {
     let (ok, token) = kubectl(&["create", "token", name, "-n", ns, "--duration", "1h"]);
@@ -345,13 +397,20 @@ async fn the_scheduler_runs_with_exactly_its_service_accounts_rbac() {
     let logs = sched.logs();
     assert!(!logs.contains("forbidden"), "a call was refused:\n{logs}");
 
+    preempt_as_the_account(&client, &sched).await;
+
     // Least privilege: what the scheduler does not do, it may not do; and
     // without the deletion-cost controller it may not patch pods.
     let sa_client = client_for(&sa).await;
     let as_sa: Api<Pod> = Api::namespaced(sa_client.clone(), "rbac");
-    match as_sa.delete("fits", &DeleteParams::default()).await {
+    let stray: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "stray", "namespace": "rbac"},
+        "spec": {"containers": [{"name": "c", "image": "x"}]}
+    }))
+    .unwrap();
+    match as_sa.create(&PostParams::default(), &stray).await {
         Err(kube::Error::Api(e)) => assert_eq!(e.code, 403),
-        other => panic!("the scheduler's account may delete pods: {other:?}"),
+        other => panic!("the scheduler's account may create pods: {other:?}"),
     }
     let annotate = kube::api::Patch::Merge(json!({"metadata": {"annotations": {
         "controller.kubernetes.io/pod-deletion-cost": "7"}}}));

@@ -16,6 +16,7 @@ mod env;
 mod faults;
 mod gangs;
 mod hami;
+mod preemption;
 mod serving;
 mod volumes;
 

@@ -3,17 +3,24 @@
 //! real component rather than a mock.
 //!
 //! Args: `{"misbehave": "loop"|"grow"|"trap"|"bad-score"|"sleep"|"spam"|"host-error"|"none",
-//! "at": "init"|"cycle"|"filter"|"score", "only_pod": "name"}`. With
+//! "at": "init"|"cycle"|"filter"|"score"|"post-filter", "only_pod": "name",
+//! "max_pods": N, "veto_label": "key", "rank_by_node_label": "key"}`. With
 //! `only_pod`, the misbehaviour happens only in that pod's cycle.
 //! `sleep` sleeps forever (through `wasi:clocks` and `wasi:io/poll`),
 //! `spam` writes 4 MiB of lines with escape sequences to stderr, and
 //! `host-error` asks WASI for more random bytes than it gives (a host call
-//! that returns an error). Behaviour when not misbehaving: Filter rejects nodes labelled
-//! `chaos/reject: "true"` with reason `chaos says no`; Score is the integer
-//! in label `chaos/score` (0 when absent).
+//! that returns an error). Behaviour when not misbehaving: Filter rejects
+//! nodes labelled `chaos/reject: "true"` with reason `chaos says no`, and
+//! (with `max_pods`) nodes already holding that many pods with reason
+//! `chaos: too many pods` (which evicting pods resolves: preemption's
+//! what-ifs must show the plugin the node without its victims); Score is
+//! the integer in label `chaos/score` (0 when absent). PostFilter
+//! (preemption advice): vetoes victims carrying label `veto_label`, and
+//! ranks the candidates by the integer in their node's label
+//! `rank_by_node_label` (lowest first).
 
 use serde::Deserialize;
-use wasmsched_plugin_sdk::types::Pod;
+use wasmsched_plugin_sdk::types::{Candidate, Pod, PreemptionAdvice};
 use wasmsched_plugin_sdk::{export_plugin, reject, Cluster, NodeExt, NodeState, Plugin, Rejection};
 
 #[derive(Deserialize, Default, Clone, Copy, PartialEq, Eq, Debug)]
@@ -46,6 +53,7 @@ enum At {
     Filter,
     #[default]
     Score,
+    PostFilter,
 }
 
 #[derive(Deserialize, Default)]
@@ -56,6 +64,9 @@ struct Args {
     #[serde(default)]
     at: At,
     only_pod: Option<String>,
+    max_pods: Option<usize>,
+    veto_label: Option<String>,
+    rank_by_node_label: Option<String>,
 }
 
 pub struct Chaos {
@@ -129,7 +140,44 @@ impl Plugin for Chaos {
         if node.node.label("chaos/reject") == Some("true") {
             return Err(reject("chaos says no"));
         }
+        if self.args.max_pods.is_some_and(|max| node.pods.len() >= max) {
+            return Err(reject("chaos: too many pods"));
+        }
         Ok(())
+    }
+
+    fn post_filter(
+        &self,
+        cycle: &Cycle,
+        _pod: &Pod,
+        candidates: &[Candidate],
+        cluster: &Cluster,
+    ) -> Result<PreemptionAdvice, String> {
+        if cycle.0 && self.args.at == At::PostFilter {
+            act(self.args.misbehave);
+        }
+        let vetoed = match &self.args.veto_label {
+            Some(key) => candidates
+                .iter()
+                .flat_map(|c| &c.victims)
+                .filter(|v| v.pod.labels.iter().any(|(k, _)| k == key))
+                .map(|v| v.pod.uid.clone())
+                .collect(),
+            None => Vec::new(),
+        };
+        let mut ranking: Vec<u32> = Vec::new();
+        if let Some(key) = &self.args.rank_by_node_label {
+            let rank = |c: &Candidate| {
+                cluster
+                    .node(c.node)
+                    .and_then(|n| n.node.label(key))
+                    .and_then(|v| v.parse::<i64>().ok())
+                    .unwrap_or(i64::MAX)
+            };
+            ranking = (0..candidates.len() as u32).collect();
+            ranking.sort_by_key(|&i| rank(&candidates[i as usize]));
+        }
+        Ok(PreemptionAdvice { vetoed, ranking })
     }
 
     fn score(
@@ -153,4 +201,4 @@ impl Plugin for Chaos {
     }
 }
 
-export_plugin!(Chaos: filter, score);
+export_plugin!(Chaos: filter, score, post_filter);

@@ -62,6 +62,7 @@ struct Args {
     fractional: Option<bool>,
     cpu_pods_avoid_gpu_nodes: Option<bool>,
     hami: Option<crate::hami::HamiArgs>,
+    preempt_whole_domains: Option<bool>,
 }
 
 /// The validated configuration.
@@ -89,6 +90,9 @@ pub struct Config {
     pub cpu_pods_avoid_gpu_nodes: bool,
     /// Fractional GPUs on HAMi nodes (the `hami` args).
     pub hami: crate::hami::HamiConfig,
+    /// Preemption advice: rank first the candidates whose victims free
+    /// GPUs in as few NVLink domains as the pod can use (off: no opinion).
+    pub preempt_whole_domains: bool,
 }
 
 pub const MAX_WEIGHT: u32 = 1000;
@@ -108,6 +112,7 @@ impl Default for Config {
             fractional: true,
             cpu_pods_avoid_gpu_nodes: true,
             hami: crate::hami::HamiConfig::default(),
+            preempt_whole_domains: false,
         }
     }
 }
@@ -236,6 +241,9 @@ impl Config {
         }
         if let Some(h) = args.hami {
             cfg.hami = crate::hami::HamiConfig::from_args(h)?;
+        }
+        if let Some(p) = args.preempt_whole_domains {
+            cfg.preempt_whole_domains = p;
         }
         Ok(cfg)
     }

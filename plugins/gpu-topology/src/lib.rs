@@ -17,6 +17,7 @@
 mod args;
 pub mod gpus;
 pub mod hami;
+mod preemption;
 
 use std::cell::RefCell;
 use std::collections::HashSet;
@@ -382,6 +383,19 @@ impl Plugin for GpuTopology {
         })
     }
 
+    fn post_filter(
+        &self,
+        cycle: &Cycle,
+        _pod: &Pod,
+        candidates: &[wasmsched_plugin_sdk::types::Candidate],
+        cluster: &Cluster,
+    ) -> Result<wasmsched_plugin_sdk::types::PreemptionAdvice, String> {
+        Ok(wasmsched_plugin_sdk::types::PreemptionAdvice {
+            vetoed: Vec::new(),
+            ranking: self.preemption_ranking(cycle.0.as_ref(), candidates, cluster),
+        })
+    }
+
     fn reserve(
         &self,
         cycle: &Cycle,
@@ -434,7 +448,7 @@ fn interests(cfg: &Config) -> KeyInterests {
     }
 }
 
-export_plugin!(GpuTopology: filter, score, reserve, pre_bind, interests);
+export_plugin!(GpuTopology: filter, score, post_filter, reserve, pre_bind, interests);
 
 #[cfg(test)]
 mod tests;

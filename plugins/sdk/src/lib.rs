@@ -155,6 +155,24 @@ pub trait Plugin: Sized + 'static {
         Ok(())
     }
 
+    /// PostFilter advice on preemption: `candidates` are the nodes where
+    /// evicting their victims lets the cycle's pod fit, in the order the
+    /// host would choose them (the first wins). Veto victims (by uid) to
+    /// drop every candidate evicting them; rank candidates (positions into
+    /// `candidates`, best first). The default has no opinion.
+    fn post_filter(
+        &self,
+        _cycle: &Self::Cycle,
+        _pod: &types::Pod,
+        _candidates: &[types::Candidate],
+        _cluster: &Cluster,
+    ) -> Result<types::PreemptionAdvice, String> {
+        Ok(types::PreemptionAdvice {
+            vetoed: Vec::new(),
+            ranking: Vec::new(),
+        })
+    }
+
     /// Which label and annotation keys the plugin reads (contract 0.2
     /// `interests`, exported with `interests` in [`export_plugin!`]); the
     /// host then sends only those. The default reads every key.
@@ -236,7 +254,10 @@ pub trait Plugin: Sized + 'static {
 /// `export_plugin!(T: filter, score, reserve, pre_bind, interests)` (adds
 /// Reserve, PreBind output and key interests: [`Plugin::reserve`],
 /// [`Plugin::pre_bind`], [`Plugin::interests`]), `export_plugin!(T: reserve, permit)`
-/// (Reserve with Unreserve, and Permit: gang and quota policies).
+/// (Reserve with Unreserve, and Permit: gang and quota policies),
+/// `export_plugin!(T: filter, score, post_filter)` (also preemption advice,
+/// [`Plugin::post_filter`]), `export_plugin!(T: filter, score, post_filter,
+/// reserve, pre_bind, interests)` (the GpuTopology built-in's set).
 #[macro_export]
 macro_rules! export_plugin {
     ($plugin:ty: filter) => {
@@ -255,6 +276,13 @@ macro_rules! export_plugin {
             [filter, score, normalize, interests]
         );
     };
+    ($plugin:ty: filter, score, post_filter) => {
+        $crate::__export_world!(
+            $plugin,
+            "filter-score-post-filter-plugin",
+            [filter, score, normalize, post_filter]
+        );
+    };
     ($plugin:ty: deletion_cost) => {
         $crate::__export_world!($plugin, "deletion-cost-plugin", [deletion_cost]);
     };
@@ -263,6 +291,21 @@ macro_rules! export_plugin {
             $plugin,
             "filter-score-reserve-prebind-interests-plugin",
             [filter, score, normalize, reserve, pre_bind, interests]
+        );
+    };
+    ($plugin:ty: filter, score, post_filter, reserve, pre_bind, interests) => {
+        $crate::__export_world!(
+            $plugin,
+            "filter-score-postfilter-reserve-prebind-interests-plugin",
+            [
+                filter,
+                score,
+                normalize,
+                post_filter,
+                reserve,
+                pre_bind,
+                interests
+            ]
         );
     };
     ($plugin:ty: reserve, permit) => {
@@ -356,6 +399,15 @@ macro_rules! __export_point {
         impl exports::wasmsched::plugin::permit::Guest for Export {
             fn permit(node: u32) -> $crate::types::PermitResult {
                 $crate::runtime::permit::<P>(node)
+            }
+        }
+    };
+    (post_filter) => {
+        impl exports::wasmsched::plugin::post_filter::Guest for Export {
+            fn post_filter(
+                candidates: Vec<$crate::types::Candidate>,
+            ) -> Result<$crate::types::PreemptionAdvice, String> {
+                $crate::runtime::post_filter::<P>(&candidates)
             }
         }
     };

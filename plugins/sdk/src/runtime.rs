@@ -11,8 +11,8 @@ use std::collections::HashMap;
 
 use crate::cluster::Cluster;
 use crate::types::{
-    CyclePlan, Delta, KeyInterests, PermitDecision, PermitResult, Pod, PodPatch, PodStatus,
-    Rejection,
+    Candidate, CyclePlan, Delta, KeyInterests, PermitDecision, PermitResult, Pod, PodPatch,
+    PodStatus, PreemptionAdvice, Rejection,
 };
 use crate::Plugin;
 
@@ -148,6 +148,14 @@ pub fn normalize<P: Plugin>(nodes: &[u32], mut scores: Vec<i64>) -> Result<Vec<i
     }
     with_cycle::<P, _>(|plugin, cycle, pod, _| plugin.normalize(cycle, pod, nodes, &mut scores))?;
     Ok(scores)
+}
+
+/// `post-filter.post-filter`: the plugin's advice on the cycle's
+/// preemption candidates.
+pub fn post_filter<P: Plugin>(candidates: &[Candidate]) -> Result<PreemptionAdvice, String> {
+    with_cycle::<P, _>(|plugin, cycle, pod, cluster| {
+        plugin.post_filter(cycle, pod, candidates, cluster)
+    })
 }
 
 /// `deletion-cost.deletion-cost`.

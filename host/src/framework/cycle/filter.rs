@@ -137,6 +137,9 @@ impl<'a> Cycle<'a> {
                 }
             });
         }
+        if !self.ctx.snapshot.nominator.is_empty() {
+            self.check_nominated(nodes, &mut verdicts);
+        }
         verdicts
     }
 }

@@ -4,6 +4,7 @@
 //! same cycle serves `--explain`, with a recorder attached.
 
 mod filter;
+mod nominated;
 mod post_filter;
 mod record;
 mod score;

@@ -5,7 +5,11 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use parking_lot::Mutex;
+
+use crate::framework::advisor::PreemptionAdvisor;
 use crate::framework::cycle_state::CycleState;
+use crate::framework::explain::PreemptionExplanation;
 use crate::framework::fit_error::FitError;
 use crate::framework::interface::{
     CycleContext, FilterRunner, Filtered, Nomination, PluginError, PostFilterResult, Rejection,
@@ -19,7 +23,7 @@ use super::{Cycle, Timed};
 
 impl Cycle<'_> {
     /// Runs PostFilter; adds its messages to `fit`; the nomination, if any.
-    pub(super) fn post_filter(&self, fit: &mut FitError, found: &Found) -> Option<Nomination> {
+    pub(super) fn post_filter(&mut self, fit: &mut FitError, found: &Found) -> Option<Nomination> {
         if self.profile.post_filter.is_empty() {
             return None;
         }
@@ -33,6 +37,9 @@ impl Cycle<'_> {
         let runner = Runner {
             profile: self.profile,
             skipped: &self.skip_filter,
+            pool: Some(&self.fw.pool),
+            recording: self.recording,
+            explained: Mutex::new(None),
         };
         let mut nominated = None;
         for p in &self.profile.post_filter {
@@ -46,7 +53,11 @@ impl Cycle<'_> {
                     nominated = Some(n);
                     break;
                 }
-                Ok(PostFilterResult::Unschedulable(msg)) => fit.post_filter.push(msg),
+                Ok(PostFilterResult::Unschedulable(msg)) => {
+                    if !msg.is_empty() {
+                        fit.post_filter.push(msg);
+                    }
+                }
                 Err(e) => fit
                     .post_filter
                     .push(format!("plugin {} failed: {e}", p.name())),
@@ -60,15 +71,39 @@ impl Cycle<'_> {
         self.fw
             .timings
             .extension_point("PostFilter", status, started.elapsed());
+        self.record.preemption = runner.explained.into_inner();
         nominated
     }
 }
 
 /// The profile's filters, for what-if evaluations.
-struct Runner<'a> {
-    profile: &'a Profile,
+pub(super) struct Runner<'a> {
+    pub profile: &'a Profile,
     /// Filter plugins that said Skip at PreFilter.
-    skipped: &'a [bool],
+    pub skipped: &'a [bool],
+    pub pool: Option<&'a rayon::ThreadPool>,
+    pub recording: bool,
+    /// What preemption recorded for `--explain`.
+    pub explained: Mutex<Option<PreemptionExplanation>>,
+}
+
+impl Runner<'_> {
+    /// The Filter plugins in order, each node stopping at its first
+    /// rejection; the rejecting plugin's position with it.
+    pub fn filter_at(
+        &self,
+        ctx: &CycleContext,
+        state: &CycleState,
+        node: &NodeInfo,
+    ) -> Result<(), (usize, Rejection)> {
+        for (i, f) in self.profile.filter.iter().enumerate() {
+            if self.skipped.get(i) == Some(&true) {
+                continue;
+            }
+            f.filter(ctx, state, node).map_err(|r| (i, r))?;
+        }
+        Ok(())
+    }
 }
 
 impl FilterRunner for Runner<'_> {
@@ -78,13 +113,7 @@ impl FilterRunner for Runner<'_> {
         state: &CycleState,
         node: &NodeInfo,
     ) -> Result<(), Rejection> {
-        for (i, f) in self.profile.filter.iter().enumerate() {
-            if self.skipped.get(i) == Some(&true) {
-                continue;
-            }
-            f.filter(ctx, state, node)?;
-        }
-        Ok(())
+        self.filter_at(ctx, state, node).map_err(|(_, r)| r)
     }
 
     fn add_pod(
@@ -111,5 +140,21 @@ impl FilterRunner for Runner<'_> {
             p.remove_pod(ctx, state, pod, node)?;
         }
         Ok(())
+    }
+
+    fn advisors(&self) -> &[Arc<dyn PreemptionAdvisor>] {
+        &self.profile.preemption_advisors
+    }
+
+    fn pool(&self) -> Option<&rayon::ThreadPool> {
+        self.pool
+    }
+
+    fn recording(&self) -> bool {
+        self.recording
+    }
+
+    fn record(&self, explanation: PreemptionExplanation) {
+        *self.explained.lock() = Some(explanation);
     }
 }

@@ -23,6 +23,8 @@ pub(super) struct Record {
     pub totals: Option<Vec<i64>>,
     /// Score plugins that said Skip at PreScore (or Score).
     pub score_skipped: Vec<String>,
+    /// What preemption considered.
+    pub preemption: Option<crate::framework::explain::PreemptionExplanation>,
 }
 
 impl Cycle<'_> {
@@ -37,6 +39,7 @@ impl Cycle<'_> {
             Outcome::Error(e) => Some(e.clone()),
             _ => None,
         };
+        out.preemption = self.record.preemption.clone();
         out.skipped = self
             .profile
             .filter

@@ -140,6 +140,21 @@ impl TopologyCounts {
             .insert(value.to_string(), delta);
     }
 
+    /// [`TopologyCounts::add_for_node`], dropping a pair whose count
+    /// comes to zero (upstream's term counts in what-if updates, whose
+    /// emptiness matters).
+    pub fn add_for_node_dropping_zero(&mut self, node: &Node, key: &str, delta: i64) {
+        let Some(value) = node.labels.get(key) else {
+            return;
+        };
+        self.add(key, value, delta);
+        if self.get(key, value) == 0 {
+            if let Some(m) = self.map.get_mut(key) {
+                m.remove(value);
+            }
+        }
+    }
+
     /// Sets a pair's count, replacing what was there.
     pub fn set(&mut self, key: &str, value: &str, count: i64) {
         self.map

@@ -147,6 +147,30 @@ impl FilterState {
         s
     }
 
+    /// Upstream `updateWithPod`: `pod` joins (`delta` 1) or leaves (-1)
+    /// `node` in a what-if evaluation of the cycle's pod `incoming`.
+    fn update(&mut self, pod: &Pod, incoming: &Pod, node: &Node, delta: i64) {
+        for t in &pod.pod_affinity.required_anti_affinity {
+            if t.matches(incoming) {
+                self.existing_anti
+                    .add_for_node_dropping_zero(node, &t.topology_key, delta);
+            }
+        }
+        let required_affinity = &incoming.pod_affinity.required_affinity;
+        if matches_all(pod, required_affinity) {
+            for t in required_affinity {
+                self.affinity
+                    .add_for_node_dropping_zero(node, &t.topology_key, delta);
+            }
+        }
+        for t in &incoming.pod_affinity.required_anti_affinity {
+            if t.matches(pod) {
+                self.anti
+                    .add_for_node_dropping_zero(node, &t.topology_key, delta);
+            }
+        }
+    }
+
     /// Upstream `satisfyPodAffinity`, including the first-pod special case:
     /// when no placed pod matches the terms and the pod matches its own
     /// terms, it may go to any node that has all the topology keys (else a
@@ -209,6 +233,32 @@ impl PreFilterPlugin for InterPodAffinity {
     ) -> Result<Decision, Rejection> {
         state.write(PRE_FILTER_KEY, FilterState::compute(ctx.pod, ctx.snapshot));
         Ok(Decision::Run)
+    }
+
+    fn add_pod(
+        &self,
+        ctx: &CycleContext,
+        state: &mut CycleState,
+        pod: &Arc<Pod>,
+        node: &NodeInfo,
+    ) -> Result<(), PluginError> {
+        if let Some(s) = state.read_mut::<FilterState>(PRE_FILTER_KEY) {
+            s.update(pod, ctx.pod, &node.node, 1);
+        }
+        Ok(())
+    }
+
+    fn remove_pod(
+        &self,
+        ctx: &CycleContext,
+        state: &mut CycleState,
+        pod: &Arc<Pod>,
+        node: &NodeInfo,
+    ) -> Result<(), PluginError> {
+        if let Some(s) = state.read_mut::<FilterState>(PRE_FILTER_KEY) {
+            s.update(pod, ctx.pod, &node.node, -1);
+        }
+        Ok(())
     }
 }
 

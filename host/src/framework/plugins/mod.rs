@@ -6,6 +6,7 @@
 pub mod balanced_allocation;
 pub mod coscheduling;
 pub mod default_binder;
+pub mod default_preemption;
 pub mod hami_node_lock;
 pub mod helpers;
 pub mod inter_pod_affinity;

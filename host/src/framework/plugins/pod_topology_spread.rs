@@ -79,9 +79,9 @@ impl PodTopologySpread {
 }
 
 /// Upstream `countPodsMatchSelector`: pods of `namespace` the selector
-/// matches. An absent selector matches nothing; an empty one (which
-/// upstream turns into "everything") counts nothing either, as upstream
-/// skips empty selectors.
+/// matches, terminating ones left out. An absent selector matches
+/// nothing; an empty one (which upstream turns into "everything") counts
+/// nothing either, as upstream skips empty selectors.
 fn count_matching(
     pods: &[Arc<Pod>],
     selector: Option<&LabelSelector>,
@@ -93,7 +93,12 @@ fn count_matching(
     };
     let n = pods
         .iter()
-        .filter(|p| p.namespace == namespace && p.uid != skip_uid && sel.matches(&p.labels))
+        .filter(|p| {
+            p.namespace == namespace
+                && p.uid != skip_uid
+                && !p.terminating
+                && sel.matches(&p.labels)
+        })
         .count();
     i64::try_from(n).unwrap_or(i64::MAX)
 }
@@ -131,8 +136,54 @@ struct FilterState {
     constraints: Vec<SpreadConstraint>,
     /// Matching pods per topology pair, over the counted nodes.
     counts: TopologyCounts,
-    /// The smallest count per topology key (upstream's critical path).
-    min: HashMap<String, i64>,
+    /// The two smallest counts per topology key (upstream's critical
+    /// paths; the first is the minimum).
+    paths: HashMap<String, CriticalPaths>,
+}
+
+/// Upstream's `criticalPaths`: the two domains with the fewest matching
+/// pods, kept up to date as pods are added and removed in what-if
+/// evaluations (with upstream's approximation: a domain not among the two
+/// is not reconsidered when one of them grows).
+#[derive(Debug, Clone)]
+struct CriticalPaths([(String, i64); 2]);
+
+impl Default for CriticalPaths {
+    fn default() -> Self {
+        let none = (String::new(), i64::from(i32::MAX));
+        Self([none.clone(), none])
+    }
+}
+
+impl CriticalPaths {
+    fn min(&self) -> i64 {
+        self.0[0].1
+    }
+
+    fn update(&mut self, value: &str, num: i64) {
+        let p = &mut self.0;
+        let i = if value == p[0].0 {
+            Some(0)
+        } else if value == p[1].0 {
+            Some(1)
+        } else {
+            None
+        };
+        match i {
+            Some(i) => {
+                p[i].1 = num;
+                if p[0].1 > p[1].1 {
+                    p.swap(0, 1);
+                }
+            }
+            None if num < p[0].1 => {
+                p[1] = p[0].clone();
+                p[0] = (value.to_string(), num);
+            }
+            None if num < p[1].1 => p[1] = (value.to_string(), num),
+            None => {}
+        }
+    }
 }
 
 impl FilterState {
@@ -166,14 +217,39 @@ impl FilterState {
             }
         }
         for c in &constraints {
-            let min = s.counts.values_of(&c.topology_key).map(|(_, n)| n).min();
             // No counted domain: upstream's "infinite" minimum lets every
             // node with the key pass.
-            s.min
-                .insert(c.topology_key.clone(), min.unwrap_or(i64::from(i32::MAX)));
+            let mut paths = CriticalPaths::default();
+            for (value, n) in s.counts.values_of(&c.topology_key) {
+                paths.update(value, n);
+            }
+            s.paths.insert(c.topology_key.clone(), paths);
         }
         s.constraints = constraints;
         s
+    }
+
+    /// Upstream `updateWithPod`: `pod` joins (`delta` 1) or leaves (-1)
+    /// `node` in a what-if evaluation of the cycle's pod `incoming`.
+    fn update(&mut self, pod: &Pod, incoming: &Pod, node: &Node, delta: i64) {
+        if pod.namespace != incoming.namespace || !has_all_keys(node, &self.constraints) {
+            return;
+        }
+        for c in &self.constraints {
+            let matches = c
+                .selector
+                .as_ref()
+                .is_some_and(|s| !s.requirements.is_empty() && s.matches(&pod.labels));
+            let Some(value) = node.labels.get(&c.topology_key).filter(|_| matches) else {
+                continue;
+            };
+            self.counts.add(&c.topology_key, value, delta);
+            let n = self.counts.get(&c.topology_key, value);
+            self.paths
+                .entry(c.topology_key.clone())
+                .or_default()
+                .update(value, n);
+        }
     }
 
     fn check(&self, pod: &Pod, node: &Node) -> Result<(), Rejection> {
@@ -182,10 +258,9 @@ impl FilterState {
                 return Err(Rejection::unresolvable(ERR_MISSING_LABEL));
             };
             let min = self
-                .min
+                .paths
                 .get(&c.topology_key)
-                .copied()
-                .unwrap_or(i64::from(i32::MAX));
+                .map_or(i64::from(i32::MAX), CriticalPaths::min);
             let self_match = i64::from(c.selector.as_ref().is_some_and(|s| s.matches(&pod.labels)));
             let skew = self
                 .counts
@@ -215,6 +290,32 @@ impl PreFilterPlugin for PodTopologySpread {
     ) -> Result<Decision, Rejection> {
         state.write(PRE_FILTER_KEY, FilterState::compute(ctx.pod, ctx.snapshot));
         Ok(Decision::Run)
+    }
+
+    fn add_pod(
+        &self,
+        ctx: &CycleContext,
+        state: &mut CycleState,
+        pod: &Arc<Pod>,
+        node: &NodeInfo,
+    ) -> Result<(), PluginError> {
+        if let Some(s) = state.read_mut::<FilterState>(PRE_FILTER_KEY) {
+            s.update(pod, ctx.pod, &node.node, 1);
+        }
+        Ok(())
+    }
+
+    fn remove_pod(
+        &self,
+        ctx: &CycleContext,
+        state: &mut CycleState,
+        pod: &Arc<Pod>,
+        node: &NodeInfo,
+    ) -> Result<(), PluginError> {
+        if let Some(s) = state.read_mut::<FilterState>(PRE_FILTER_KEY) {
+            s.update(pod, ctx.pod, &node.node, -1);
+        }
+        Ok(())
     }
 }
 

@@ -100,6 +100,10 @@ impl P {
         self.spec("affinity", a)
     }
 
+    pub fn priority(self, p: i32) -> Self {
+        self.spec("priority", json!(p))
+    }
+
     pub fn build(mut self) -> Pod {
         if self.0["spec"]["containers"]
             .as_array()

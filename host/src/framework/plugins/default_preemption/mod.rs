@@ -1,0 +1,236 @@
+//! DefaultPreemption, kube-scheduler 1.20's PostFilter plugin: when a pod
+//! fits nowhere, find nodes where evicting pods of lower priority lets it
+//! fit, choose victims on each (sparing what can be spared, budgets
+//! first), choose one node, and nominate it. The framework then keeps the
+//! room for the pod (nominated pods) and the caller evicts the victims.
+//!
+//! One concept per module: [`args`] (sampling and the deletion-cost
+//! option), [`candidates`] (which nodes, in parallel waves), [`victims`]
+//! (removal and reprieve on one node), [`budgets`] (PodDisruptionBudget
+//! accounting), [`ordering`] (which candidate wins) and [`advice`] (what
+//! wasm advisors say). docs/preemption.md describes the rules and where
+//! newer upstream releases differ.
+
+pub mod advice;
+pub mod args;
+pub mod budgets;
+pub mod candidates;
+pub mod ordering;
+pub mod victims;
+
+#[cfg(test)]
+mod tests;
+
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde_json::Value;
+
+use crate::framework::explain::{CandidateExplanation, PreemptionExplanation};
+use crate::framework::registry::Handle;
+use crate::framework::{
+    CycleContext, CycleState, FilterRunner, Filtered, Nomination, Plugin, PluginBundle,
+    PluginError, PostFilterPlugin, PostFilterResult,
+};
+
+pub use args::Args;
+use ordering::Ranked;
+
+pub const NAME: &str = "DefaultPreemption";
+
+/// The plugin.
+pub struct DefaultPreemption {
+    pub args: Args,
+    /// Where the dry run starts (upstream: a random offset); seeded, so
+    /// runs repeat.
+    rng: Mutex<StdRng>,
+}
+
+impl DefaultPreemption {
+    pub fn new(args: Args) -> Self {
+        Self {
+            args,
+            rng: Mutex::new(StdRng::seed_from_u64(0x5eed)),
+        }
+    }
+}
+
+/// The registry's factory.
+pub fn new(args: Option<&Value>, _handle: &Handle) -> Result<PluginBundle, String> {
+    let p = Arc::new(DefaultPreemption::new(Args::parse(args)?));
+    Ok(PluginBundle::new(p.clone()).with_post_filter(&p))
+}
+
+impl Plugin for DefaultPreemption {
+    fn name(&self) -> &str {
+        NAME
+    }
+}
+
+impl PostFilterPlugin for DefaultPreemption {
+    fn post_filter(
+        &self,
+        ctx: &CycleContext,
+        state: &CycleState,
+        filtered: &Filtered,
+        runner: &dyn FilterRunner,
+    ) -> Result<PostFilterResult, PluginError> {
+        let mut explanation = PreemptionExplanation::default();
+        let result = self.preempt(ctx, state, filtered, runner, &mut explanation);
+        tracing::debug!(pod = %ctx.pod.key(), summary = %explanation.summary, "preemption");
+        if runner.recording() {
+            runner.record(explanation);
+        }
+        result
+    }
+}
+
+/// kube-scheduler 1.20 adds nothing to the FitError message.
+fn none() -> Result<PostFilterResult, PluginError> {
+    Ok(PostFilterResult::Unschedulable(String::new()))
+}
+
+impl DefaultPreemption {
+    fn preempt(
+        &self,
+        ctx: &CycleContext,
+        state: &CycleState,
+        filtered: &Filtered,
+        runner: &dyn FilterRunner,
+        e: &mut PreemptionExplanation,
+    ) -> Result<PostFilterResult, PluginError> {
+        if let Some(why) = ineligible(ctx, filtered) {
+            e.summary = why;
+            return none();
+        }
+        if !ctx.snapshot.budgets.synced {
+            e.summary = "not preempting until the PodDisruptionBudgets are read".into();
+            return none();
+        }
+        let potential = candidates::potential_nodes(ctx, filtered);
+        if potential.is_empty() {
+            e.summary = "preemption cannot help: every node rejects the pod for a reason no eviction resolves".into();
+            return none();
+        }
+        let offset = self.rng.lock().random_range(0..potential.len());
+        let found = candidates::find(&self.args, ctx, state, &potential, offset, runner);
+        if found.is_empty() {
+            e.summary = format!(
+                "no node where evicting pods of lower priority lets the pod fit ({} node(s) tried)",
+                potential.len()
+            );
+            return none();
+        }
+        let by_cost = self.args.prefer_lower_deletion_cost;
+        let mut ranked = ordering::order(found, by_cost);
+        for (i, r) in ranked.iter_mut().enumerate() {
+            r.rank = i;
+        }
+        let (ranked, notes) = advice::advise(ctx, state, runner.advisors(), ranked)?;
+        if runner.recording() {
+            e.candidates = explain_candidates(&ranked, by_cost);
+        }
+        let Some(best) = ranked.into_iter().next() else {
+            e.summary = format!("advisors vetoed every candidate ({})", notes.join("; "));
+            return none();
+        };
+        e.nominated = Some(best.found.node.clone());
+        e.summary = summary(&best, &notes);
+        Ok(PostFilterResult::Nominated(nominate(ctx, best)))
+    }
+}
+
+/// Upstream `PodEligibleToPreemptOthers`: `Some(why not)`.
+fn ineligible(ctx: &CycleContext, filtered: &Filtered) -> Option<String> {
+    let pod = ctx.pod;
+    if !pod.may_preempt() {
+        return Some("the pod's preemptionPolicy is Never".into());
+    }
+    let nominated = ctx
+        .snapshot
+        .nominator
+        .node_of(&pod.uid)
+        .or(pod.nominated_node.as_deref())?;
+    let info = ctx.snapshot.by_name(nominated)?;
+    if filtered.unresolvable.contains(&info.index) {
+        // Its nominated node can never take it: it may preempt again.
+        return None;
+    }
+    info.pods
+        .iter()
+        .any(|p| p.terminating && p.priority < pod.priority)
+        .then(|| format!("waiting for the pods it preempted on {nominated} to terminate"))
+}
+
+/// The nomination of the winning candidate; lower-priority pods nominated
+/// to the same node lose their nomination (upstream
+/// `getLowerPriorityNominatedPods`).
+fn nominate(ctx: &CycleContext, best: Ranked) -> Nomination {
+    let displaced = ctx
+        .snapshot
+        .nominator
+        .for_node(&best.found.node)
+        .iter()
+        .filter(|p| p.priority < ctx.pod.priority)
+        .cloned()
+        .collect();
+    Nomination {
+        node: best.found.node,
+        node_index: best.found.node_index,
+        victims: best
+            .found
+            .selection
+            .victims
+            .into_iter()
+            .map(|(p, _)| p)
+            .collect(),
+        displaced,
+    }
+}
+
+fn summary(best: &Ranked, notes: &[String]) -> String {
+    let mut s = format!(
+        "nominated {}: evicting {} pod(s) ({} violating a PodDisruptionBudget) lets the pod fit",
+        best.found.node, best.count, best.violations
+    );
+    if !notes.is_empty() {
+        s.push_str(&format!("; {}", notes.join("; ")));
+    }
+    s
+}
+
+fn explain_candidates(ranked: &[Ranked], by_cost: bool) -> Vec<CandidateExplanation> {
+    ranked
+        .iter()
+        .enumerate()
+        .map(|(i, r)| CandidateExplanation {
+            node: r.found.node.clone(),
+            victims: r
+                .found
+                .selection
+                .victims
+                .iter()
+                .map(|(p, _)| p.key())
+                .collect(),
+            budget_violations: r.violations,
+            highest_priority: r.highest,
+            priority_sum: r
+                .found
+                .selection
+                .victims
+                .iter()
+                .map(|(p, _)| i64::from(p.priority))
+                .sum(),
+            behind_because: i.checked_sub(1).map(|j| {
+                let before = &ranked[j];
+                if before.rank > r.rank {
+                    "ranked lower by an advisor".to_string()
+                } else {
+                    ordering::why_behind(before, r, by_cost)
+                }
+            }),
+        })
+        .collect()
+}

@@ -1,0 +1,112 @@
+//! Victims on one node (upstream `selectVictimsOnNode`): remove every pod
+//! of lower priority than the preemptor; if the preemptor then fits,
+//! reprieve as many as possible, most important first, trying the pods
+//! whose eviction would violate a PodDisruptionBudget before the others.
+//! Every "fits" is the profile's whole Filter chain on a what-if copy of
+//! the node, with the PreFilter extensions told of each removal and
+//! return (so inter-pod affinity, spread and the wasm Filters count).
+
+use std::cmp::Reverse;
+use std::sync::Arc;
+
+use crate::framework::nominator::passes_filters;
+use crate::framework::{CycleContext, CycleState, FilterRunner, NodeInfo};
+use crate::model::budget::DisruptionBudget;
+use crate::model::Pod;
+
+use super::budgets::split_by_budget;
+
+/// The victims chosen on a node.
+#[derive(Debug, Clone)]
+pub struct Selection {
+    /// Upstream's order: the budget-violating victims, then the others,
+    /// each group most important first.
+    pub victims: Vec<(Arc<Pod>, bool)>,
+    /// How many victims violate a budget.
+    pub violations: u32,
+}
+
+/// Upstream `MoreImportantPod` as a sort key: higher priority, then the
+/// earlier start (a pod that has not started counts as starting now, so
+/// after every pod that has).
+pub fn importance(p: &Pod) -> (Reverse<i32>, i64) {
+    (Reverse(p.priority), p.start_ms.unwrap_or(i64::MAX))
+}
+
+/// What the dry run works on: copies of the node and the cycle state.
+struct WhatIf<'a> {
+    ctx: &'a CycleContext<'a>,
+    runner: &'a dyn FilterRunner,
+    state: CycleState,
+    node: NodeInfo,
+}
+
+impl WhatIf<'_> {
+    fn remove(&mut self, p: &Arc<Pod>) -> Option<()> {
+        self.node.remove_pod(&p.uid)?;
+        self.runner
+            .remove_pod(self.ctx, &mut self.state, p, &self.node)
+            .ok()
+    }
+
+    fn add(&mut self, p: &Arc<Pod>) -> Option<()> {
+        self.node.add_pod(p.clone());
+        self.runner
+            .add_pod(self.ctx, &mut self.state, p, &self.node)
+            .ok()
+    }
+
+    fn fits(&self) -> bool {
+        passes_filters(self.runner, self.ctx, &self.state, &self.node).is_ok()
+    }
+}
+
+/// The victims on `node` that make room for the cycle's pod, or `None`
+/// when no eviction there lets it fit (or a plugin failed).
+pub fn select(
+    ctx: &CycleContext,
+    state: &CycleState,
+    node: &NodeInfo,
+    runner: &dyn FilterRunner,
+    budgets: &[DisruptionBudget],
+) -> Option<Selection> {
+    let priority = ctx.pod.priority;
+    let mut w = WhatIf {
+        ctx,
+        runner,
+        state: state.clone(),
+        node: node.clone(),
+    };
+    let mut potential: Vec<Arc<Pod>> = node
+        .pods
+        .iter()
+        .filter(|p| p.priority < priority)
+        .cloned()
+        .collect();
+    if potential.is_empty() {
+        return None;
+    }
+    for p in &potential {
+        w.remove(p)?;
+    }
+    if !w.fits() {
+        return None;
+    }
+    potential.sort_by_key(|p| importance(p));
+    let (violating, fine) = split_by_budget(&potential, budgets);
+    let mut out = Selection {
+        victims: Vec::new(),
+        violations: 0,
+    };
+    for (group, violates) in [(violating, true), (fine, false)] {
+        for p in group {
+            w.add(&p)?;
+            if !w.fits() {
+                w.remove(&p)?;
+                out.violations += u32::from(violates);
+                out.victims.push((p, violates));
+            }
+        }
+    }
+    Some(out)
+}
