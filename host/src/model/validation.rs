@@ -186,8 +186,29 @@ fn spread(c: &k8s::TopologySpreadConstraint, path: &str) -> Result<(), Invalid> 
     Ok(())
 }
 
+/// The API server's cap on an object's annotations, keys and values
+/// together (`TotalAnnotationSizeLimitB`).
+pub const ANNOTATION_BYTES: usize = 256 << 10;
+
+/// `ValidateAnnotations`: every key a qualified name, all keys and values
+/// together at most [`ANNOTATION_BYTES`].
+pub fn annotations(map: Option<&BTreeMap<String, String>>) -> Result<(), Invalid> {
+    let mut total = 0usize;
+    for (k, v) in map.into_iter().flatten() {
+        qualified_name(k).map_err(|c| ("metadata.annotations".to_string(), c))?;
+        total += k.len() + v.len();
+    }
+    if total > ANNOTATION_BYTES {
+        return Err((
+            "metadata.annotations".into(),
+            format!("{total} bytes in all, more than the API server's limit of {ANNOTATION_BYTES}"),
+        ));
+    }
+    Ok(())
+}
+
 /// `ValidateObjectMeta` for what the scheduler reads: the name (checked
-/// with `name_ok`), the namespace and the labels.
+/// with `name_ok`), the namespace, the labels and the annotations.
 pub fn meta(
     m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
     name_ok: fn(&str) -> Result<(), String>,
@@ -200,7 +221,8 @@ pub fn meta(
     if let Some(ns) = m.namespace.as_deref().filter(|ns| !ns.is_empty()) {
         dns_label(ns).map_err(|c| ("metadata.namespace".to_string(), c))?;
     }
-    labels(m.labels.as_ref(), "metadata.labels")
+    labels(m.labels.as_ref(), "metadata.labels")?;
+    annotations(m.annotations.as_ref())
 }
 
 /// A Pod as `ValidatePod` checks it, in the fields the scheduler uses.
@@ -271,6 +293,21 @@ pub fn node(node: &k8s::Node) -> Result<(), Invalid> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn annotations_as_the_api_server_caps_them() {
+        let map =
+            |k: &str, bytes: usize| Some(BTreeMap::from([(k.to_string(), "x".repeat(bytes))]));
+        let key = "kubectl.kubernetes.io/last-applied-configuration";
+        assert!(annotations(map(key, ANNOTATION_BYTES - key.len()).as_ref()).is_ok());
+        let (field, cause) = annotations(map(key, ANNOTATION_BYTES).as_ref()).unwrap_err();
+        assert_eq!(field, "metadata.annotations");
+        assert!(
+            cause.contains("more than the API server's limit of 262144"),
+            "{cause}"
+        );
+        assert!(annotations(map("bad key", 1).as_ref()).is_err());
+    }
 
     #[test]
     fn names_as_the_api_server_checks_them() {
