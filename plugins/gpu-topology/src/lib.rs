@@ -185,23 +185,19 @@ impl GpuTopology {
     fn place_on(&self, d: &Demand, ns: &NodeState, choose: bool) -> Result<Placement, Rejection> {
         let kept = self.facts.borrow();
         if let Some((f, slots)) = kept.get(ns, &self.cfg) {
-            let (g, known, domains) = self.node_fits(d, f)?;
-            return place_in(d, g, known, domains, &slots, &self.cfg, choose);
+            let fit = self.node_fits(d, f)?;
+            return place_in(d, &fit, &slots, &self.cfg, choose);
         }
         let f = NodeFacts::read(&ns.node, &self.cfg);
-        let (g, known, domains) = self.node_fits(d, &f)?;
+        let fit = self.node_fits(d, &f)?;
         let slots = facts::slots_of(&f, ns, &self.cfg);
-        place_in(d, g, known, domains, &slots, &self.cfg, choose)
+        place_in(d, &fit, &slots, &self.cfg, choose)
     }
 
     /// The checks that depend only on the node: labels valid, enough GPUs
     /// in total, model, memory per GPU, annotations valid. Returns the GPU
     /// labels, the known utilization and the NVLink domains.
-    fn node_fits<'f>(
-        &self,
-        d: &Demand,
-        f: &'f NodeFacts,
-    ) -> Result<(&'f Gpus, Option<u32>, Option<&'f [Vec<u32>]>), Rejection> {
+    fn node_fits<'f>(&self, d: &Demand, f: &'f NodeFacts) -> Result<NodeFit<'f>, Rejection> {
         let g = f.gpus.as_ref().map_err(Clone::clone)?;
         if g.capacity < d.whole.max(1) {
             return Err(reject_unresolvable(NOT_ENOUGH_GPUS));
@@ -216,7 +212,11 @@ impl GpuTopology {
         }
         let known = *f.utilization.as_ref().map_err(Clone::clone)?;
         let domains = f.domains.as_ref().map_err(Clone::clone)?;
-        Ok((g, known, domains.as_deref()))
+        Ok(NodeFit {
+            g,
+            known,
+            domains: domains.as_deref(),
+        })
     }
 
     /// The score of a placement, in 0..=100 (see docs/gpu-topology.md):
@@ -310,17 +310,25 @@ impl GpuTopology {
     }
 }
 
+/// What [`GpuTopology::node_fits`] found on a node: its GPU labels, its
+/// utilization when known and its NVLink domains.
+#[derive(Clone, Copy)]
+struct NodeFit<'f> {
+    g: &'f Gpus,
+    known: Option<u32>,
+    domains: Option<&'f [Vec<u32>]>,
+}
+
 /// The free-GPU checks of [`GpuTopology::place`] on a node that passed
 /// [`GpuTopology::node_fits`], and the placement.
 fn place_in(
     d: &Demand,
-    g: &Gpus,
-    known: Option<u32>,
-    domains: Option<&[Vec<u32>]>,
+    fit: &NodeFit<'_>,
     slots: &facts::Slots,
     cfg: &Config,
     choose: bool,
 ) -> Result<Placement, Rejection> {
+    let NodeFit { g, known, domains } = *fit;
     let (slots, free) = match slots {
         Ok((slots, free)) => (slots.as_slice(), *free),
         Err(r) => return Err(r.clone()),

@@ -84,10 +84,10 @@ pub struct PeerIndex {
     locs: Vec<(Option<String>, Option<String>)>,
 }
 
-/// The requirement of `selector` that narrows candidates the most, as
-/// `(key, values)` (`None` values: exists); `None` when no requirement can
-/// narrow them.
-fn narrowing<'s>(selector: &'s Selector) -> impl Iterator<Item = (&'s str, Option<&'s [String]>)> {
+/// The requirements of `selector` that narrow candidates, as `(key,
+/// values)` (`None` values: exists); none for a selector of only `!=`,
+/// `notin` and `!k`.
+fn narrowing(selector: &Selector) -> impl Iterator<Item = (&str, Option<&[String]>)> {
     selector.requirements.iter().filter_map(|r| match r.op {
         Op::In => Some((r.key.as_str(), Some(r.values.as_slice()))),
         Op::Exists => Some((r.key.as_str(), None)),

@@ -129,13 +129,16 @@ fn scan_selected(cluster: &Cluster, spec: &PeerSpec) -> BTreeSet<String> {
         .collect()
 }
 
+/// (node, uid, labels) of a placed pod.
+type PlacedPod = (u32, String, Vec<(String, String)>);
+
 fn check(plugin: &NetworkLocality, cluster: &Cluster, rng: &mut Rng) {
     let index = plugin.index.borrow();
-    let in_index: BTreeSet<(u32, String, Vec<(String, String)>)> = index
+    let in_index: BTreeSet<PlacedPod> = index
         .all()
         .map(|p| (p.node, p.uid.clone(), p.labels.clone()))
         .collect();
-    let in_cluster: BTreeSet<(u32, String, Vec<(String, String)>)> = cluster
+    let in_cluster: BTreeSet<PlacedPod> = cluster
         .pods()
         .map(|(n, p)| (n.index, p.uid.clone(), p.labels.clone()))
         .collect();
