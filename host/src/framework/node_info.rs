@@ -1,6 +1,6 @@
 //! NodeInfo and the cluster snapshot the plugins read during a cycle.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use super::volumes::VolumeStore;
@@ -100,6 +100,9 @@ pub struct Snapshot {
     by_name: HashMap<String, u32>,
     /// Where each placed pod is, by uid.
     pod_node: HashMap<String, u32>,
+    /// Nodes with a placed pod that has a pod (anti-)affinity term
+    /// (upstream's `HavePodsWithAffinityNodeInfoList`).
+    affinity_nodes: BTreeSet<u32>,
     /// Changes since generation `log_base`.
     log: Vec<Change>,
     log_base: u64,
@@ -161,6 +164,12 @@ impl Snapshot {
         self.slots.iter().flatten()
     }
 
+    /// The nodes with a placed pod that has a pod (anti-)affinity term,
+    /// in slot order.
+    pub fn nodes_with_affinity_pods(&self) -> impl Iterator<Item = &NodeInfo> {
+        self.affinity_nodes.iter().filter_map(|&i| self.get(i))
+    }
+
     pub fn num_nodes(&self) -> usize {
         self.by_name.len()
     }
@@ -203,6 +212,7 @@ impl Snapshot {
     /// Removes a node and forgets its pods. Returns its former index.
     pub fn remove_node(&mut self, name: &str) -> Option<u32> {
         let i = self.by_name.remove(name)?;
+        self.affinity_nodes.remove(&i);
         if let Some(info) = self.slots[i as usize].take() {
             for p in info.pods {
                 self.pod_node.remove(&p.uid);
@@ -223,6 +233,9 @@ impl Snapshot {
         self.log.push(Change::PodAdd(index, pod.clone()));
         if let Some(info) = self.slots[index as usize].as_mut() {
             info.add_pod(pod);
+            if !info.pods_with_affinity.is_empty() {
+                self.affinity_nodes.insert(index);
+            }
         }
         true
     }
@@ -230,7 +243,11 @@ impl Snapshot {
     /// Removes a placed pod; returns its node index and the pod.
     pub fn remove_pod(&mut self, uid: &str) -> Option<(u32, Arc<Pod>)> {
         let i = self.pod_node.remove(uid)?;
-        let pod = self.slots[i as usize].as_mut()?.remove_pod(uid)?;
+        let info = self.slots[i as usize].as_mut()?;
+        let pod = info.remove_pod(uid)?;
+        if info.pods_with_affinity.is_empty() {
+            self.affinity_nodes.remove(&i);
+        }
         self.log.push(Change::PodRemove(i, uid.to_string()));
         Some((i, pod))
     }
@@ -267,5 +284,51 @@ mod tests {
         assert_eq!(names(&info.pods_with_affinity), ["pref"]);
         assert!(info.pods_with_required_anti_affinity.is_empty());
         assert_eq!(info.pods.len(), 2);
+    }
+
+    /// The set of nodes with affinity pods, kept through adds, moves and
+    /// removals, equals a scan of every node.
+    #[test]
+    fn nodes_with_affinity_pods_match_a_scan() {
+        let mut snap = Snapshot::default();
+        for n in ["n0", "n1", "n2", "n3"] {
+            snap.set_node(N::new(n).build());
+        }
+        let pref = json!({"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 5, "podAffinityTerm": {"topologyKey": "zone", "labelSelector": {"matchLabels": {"app": "web"}}}}]}});
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut next = |n: u64| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % n
+        };
+        for step in 0..600 {
+            let name = format!("p{}", next(12));
+            match next(8) {
+                0 => {
+                    snap.remove_pod(&name);
+                }
+                1 => {
+                    let node = format!("n{}", next(4));
+                    snap.remove_node(&node);
+                    snap.set_node(N::new(&node).build());
+                }
+                k => {
+                    let mut p = P::new(&name);
+                    if k % 2 == 0 {
+                        p = p.affinity(pref.clone());
+                    }
+                    snap.add_pod(next(4) as u32, Arc::new(p.build()));
+                }
+            }
+            let kept: Vec<u32> = snap.nodes_with_affinity_pods().map(|n| n.index).collect();
+            let scanned: Vec<u32> = snap
+                .nodes()
+                .filter(|n| !n.pods_with_affinity.is_empty())
+                .map(|n| n.index)
+                .collect();
+            assert_eq!(kept, scanned, "step {step}");
+        }
     }
 }

@@ -15,6 +15,7 @@
 //! docs/gpu-sharing.md).
 
 mod args;
+pub mod facts;
 pub mod gpus;
 pub mod hami;
 mod preemption;
@@ -23,6 +24,7 @@ use std::cell::RefCell;
 use std::collections::HashSet;
 
 pub use args::{Config, ModelMatching, ModelRule, Policy};
+use facts::{Facts, Gpus, NodeFacts};
 
 use wasmsched_plugin_sdk::types::{CyclePlan, Delta, KeyInterests, KeySelector, Pod, PodPatch};
 use wasmsched_plugin_sdk::{
@@ -100,6 +102,8 @@ pub struct GpuTopology {
     unknown_logged: RefCell<HashSet<String>>,
     /// HAMi nodes: per-device usage and the current reservation.
     hami: hami::HamiState,
+    /// Every node's GPU labels and annotations, parsed once per change.
+    facts: RefCell<Facts>,
 }
 
 /// Logs at debug level through the host (`--log wasmsched=debug` shows
@@ -122,6 +126,7 @@ impl GpuTopology {
             cfg,
             unknown_logged: RefCell::new(HashSet::new()),
             hami: hami::HamiState::default(),
+            facts: RefCell::new(Facts::default()),
         }
     }
 
@@ -170,47 +175,49 @@ impl GpuTopology {
     /// Where `d` would go on `ns`, or why it does not fit. Checks, in
     /// order: node labels valid; enough GPUs in total; model; memory per
     /// GPU; node annotations valid; placed pods' annotations valid; enough
-    /// free GPUs (or free memory on one GPU for a sharing pod).
+    /// free GPUs (or free memory on one GPU for a sharing pod). Reads the
+    /// node facts kept by `observe`, else parses the node now.
     pub fn place(&self, d: &Demand, ns: &NodeState) -> Result<Placement, Rejection> {
-        let node = &ns.node;
-        let g = gpus::read_labels(node)?;
+        self.place_on(d, ns, true)
+    }
+
+    /// [`GpuTopology::place`]; without `choose`, the placement names no
+    /// GPUs (Filter only needs to know the pod fits).
+    fn place_on(&self, d: &Demand, ns: &NodeState, choose: bool) -> Result<Placement, Rejection> {
+        let kept = self.facts.borrow();
+        if let Some((f, slots)) = kept.get(ns, &self.cfg) {
+            let fit = self.node_fits(d, f)?;
+            return place_in(d, &fit, &slots, &self.cfg, choose);
+        }
+        let f = NodeFacts::read(&ns.node, &self.cfg);
+        let fit = self.node_fits(d, &f)?;
+        let slots = facts::slots_of(&f, ns, &self.cfg);
+        place_in(d, &fit, &slots, &self.cfg, choose)
+    }
+
+    /// The checks that depend only on the node: labels valid, enough GPUs
+    /// in total, model, memory per GPU, annotations valid. Returns the GPU
+    /// labels, the known utilization and the NVLink domains.
+    fn node_fits<'f>(&self, d: &Demand, f: &'f NodeFacts) -> Result<NodeFit<'f>, Rejection> {
+        let g = f.gpus.as_ref().map_err(Clone::clone)?;
         if g.capacity < d.whole.max(1) {
             return Err(reject_unresolvable(NOT_ENOUGH_GPUS));
         }
         if let Some(rule) = &d.model {
-            if !g.model.is_some_and(|m| rule.matches(m)) {
+            if !g.model.as_deref().is_some_and(|m| rule.matches(m)) {
                 return Err(reject_unresolvable(MODEL_MISMATCH));
             }
         }
         if d.memory_mib > 0 && g.memory_mib.is_none_or(|m| d.memory_mib > m) {
             return Err(reject_unresolvable(NOT_ENOUGH_MEMORY));
         }
-        let known = gpus::utilization_pct(node, &self.cfg)?;
-        let utilization_pct = known.unwrap_or(self.cfg.unknown_utilization_pct);
-        let domains = gpus::topology(node, g.capacity)?;
-        let (slots, free) = gpus::slots(ns, &g, &self.cfg)?;
-        let placement = |gpus, joins_shared, extra_domains| Placement {
-            gpus,
-            capacity: g.capacity,
-            free,
-            joins_shared,
-            extra_domains,
-            utilization_pct,
-            utilization_known: known.is_some(),
-        };
-        if d.whole > 0 {
-            if free < d.whole {
-                return Err(reject(NOT_ENOUGH_FREE_GPUS));
-            }
-            let (chosen, extra) = gpus::choose_whole(&slots, domains.as_deref(), d.whole);
-            Ok(placement(chosen, false, extra))
-        } else {
-            let per_gpu = g.memory_mib.unwrap_or(0);
-            match gpus::choose_shared(&slots, domains.as_deref(), per_gpu, d.memory_mib, free > 0) {
-                Some((i, joins)) => Ok(placement(vec![i], joins, 0)),
-                None => Err(reject(NOT_ENOUGH_FREE_MEMORY)),
-            }
-        }
+        let known = *f.utilization.as_ref().map_err(Clone::clone)?;
+        let domains = f.domains.as_ref().map_err(Clone::clone)?;
+        Ok(NodeFit {
+            g,
+            known,
+            domains: domains.as_deref(),
+        })
     }
 
     /// The score of a placement, in 0..=100 (see docs/gpu-topology.md):
@@ -251,16 +258,27 @@ impl GpuTopology {
         if !self.cfg.cpu_pods_avoid_gpu_nodes {
             return 0;
         }
-        let Ok(g) = gpus::read_labels(&ns.node) else {
-            return 0;
+        let score = |f: &NodeFacts, slots: &facts::Slots| {
+            let Ok(g) = &f.gpus else {
+                return 0;
+            };
+            if g.capacity == 0 {
+                return 100;
+            }
+            match slots {
+                Ok((_, free)) => {
+                    50 * (g.capacity - (*free).min(g.capacity)) as i64 / g.capacity as i64
+                }
+                Err(_) => 0,
+            }
         };
-        if g.capacity == 0 {
-            return 100;
+        let kept = self.facts.borrow();
+        if let Some((f, slots)) = kept.get(ns, &self.cfg) {
+            return score(f, &slots);
         }
-        match gpus::slots(ns, &g, &self.cfg) {
-            Ok((_, free)) => 50 * (g.capacity - free.min(g.capacity)) as i64 / g.capacity as i64,
-            Err(_) => 0,
-        }
+        let f = NodeFacts::read(&ns.node, &self.cfg);
+        let slots = facts::slots_of(&f, ns, &self.cfg);
+        score(&f, &slots)
     }
 
     /// Logs at debug level, once per node and instance, that the node's
@@ -293,6 +311,57 @@ impl GpuTopology {
     }
 }
 
+/// What [`GpuTopology::node_fits`] found on a node: its GPU labels, its
+/// utilization when known and its NVLink domains.
+#[derive(Clone, Copy)]
+struct NodeFit<'f> {
+    g: &'f Gpus,
+    known: Option<u32>,
+    domains: Option<&'f [Vec<u32>]>,
+}
+
+/// The free-GPU checks of [`GpuTopology::place`] on a node that passed
+/// [`GpuTopology::node_fits`], and the placement.
+fn place_in(
+    d: &Demand,
+    fit: &NodeFit<'_>,
+    slots: &facts::Slots,
+    cfg: &Config,
+    choose: bool,
+) -> Result<Placement, Rejection> {
+    let NodeFit { g, known, domains } = *fit;
+    let (slots, free) = match slots {
+        Ok((slots, free)) => (slots.as_slice(), *free),
+        Err(r) => return Err(r.clone()),
+    };
+    let placement = |gpus, joins_shared, extra_domains| Placement {
+        gpus,
+        capacity: g.capacity,
+        free,
+        joins_shared,
+        extra_domains,
+        utilization_pct: known.unwrap_or(cfg.unknown_utilization_pct),
+        utilization_known: known.is_some(),
+    };
+    if d.whole > 0 {
+        if free < d.whole {
+            return Err(reject(NOT_ENOUGH_FREE_GPUS));
+        }
+        if !choose {
+            return Ok(placement(Vec::new(), false, 0));
+        }
+        let (chosen, extra) = gpus::choose_whole(slots, domains, d.whole);
+        Ok(placement(chosen, false, extra))
+    } else {
+        let per_gpu = g.memory_mib.unwrap_or(0);
+        match gpus::choose_shared(slots, domains, per_gpu, d.memory_mib, free > 0) {
+            Some((i, joins)) if choose => Ok(placement(vec![i], joins, 0)),
+            Some((_, joins)) => Ok(placement(Vec::new(), joins, 0)),
+            None => Err(reject(NOT_ENOUGH_FREE_MEMORY)),
+        }
+    }
+}
+
 /// The GPU indices `pod` would get on `node` with the default
 /// configuration (see [`GpuTopology::choose_gpus`]). For the host to record
 /// in `gpu.nvidia.com/assigned-gpus` at bind.
@@ -313,8 +382,9 @@ impl Plugin for GpuTopology {
         Ok(Cycle(self.demand(pod)?, hami::demand(pod, &self.cfg.hami)?))
     }
 
-    fn observe(&self, delta: &Delta, _cluster: &Cluster) {
+    fn observe(&self, delta: &Delta, cluster: &Cluster) {
         self.hami.observe(delta);
+        self.facts.borrow_mut().observe(delta, &self.cfg, cluster);
     }
 
     /// A pod that uses no GPU passes every node's Filter, and its Score
@@ -347,7 +417,7 @@ impl Plugin for GpuTopology {
         }
         match &cycle.0 {
             None => Ok(()),
-            Some(d) => self.place(d, node).map(|_| ()),
+            Some(d) => self.place_on(d, node, false).map(|_| ()),
         }
     }
 

@@ -1132,3 +1132,6 @@ fn binpack_tie_break_keeps_untouched_nodes_whole() {
         );
     }
 }
+
+#[path = "facts_tests.rs"]
+mod facts_tests;

@@ -15,6 +15,7 @@
 
 pub use wasmsched_plugin_sdk::locality;
 
+mod index;
 mod plugin;
 
 pub use plugin::{normalize_costs, parse_args, too_far_reason, Cycle, NetworkLocality, MAX_COST};

@@ -10,6 +10,7 @@ use wasmsched_plugin_sdk::{
     export_plugin, log, reject_unresolvable, Cluster, NodeState, Plugin, Rejection,
 };
 
+use crate::index::{PeerIndex, Placed};
 use crate::locality::{
     CostModel, Costs, LabelLookup, Location, MaxDistance, PeerSpec, LEGACY_REGION_LABEL,
     LEGACY_ZONE_LABEL, MAX_DISTANCE_ANNOTATION, PEERS_ANNOTATION, PEER_NAMESPACES_ANNOTATION,
@@ -187,19 +188,15 @@ impl Reach {
     }
 }
 
-/// Placed peers with the same zone and region labels, and their summed
-/// pair weight.
-struct Group {
-    zone: Option<String>,
-    region: Option<String>,
-    weight: u64,
-}
-
 /// What `cycle_start` precomputes for one pod.
 pub struct Cycle {
     /// Summed pair weight of the placed peers on each node.
     node_weight: HashMap<u32, u64>,
-    groups: Vec<Group>,
+    /// Summed pair weight of the placed peers by interned location.
+    peer_locs: Vec<(u32, u64)>,
+    /// The weighted cost of a node at each interned location (peers on the
+    /// node itself counted as two nodes of its zone).
+    loc_cost: Vec<u128>,
     max_distance: Option<MaxDistance>,
     /// One per own peer entry that selects at least one placed pod.
     reach: Vec<Reach>,
@@ -220,16 +217,9 @@ pub fn too_far_reason(max: MaxDistance) -> String {
 pub struct NetworkLocality {
     model: CostModel,
     cache: RefCell<SpecCache>,
-    /// Placed pods that declare peers, by uid (kept by `observe`).
-    declaring: RefCell<HashMap<String, Declaring>>,
-}
-
-/// A placed pod with a peers annotation.
-struct Declaring {
-    node: u32,
-    namespace: String,
-    /// `None` when its annotation is invalid (it then declares nothing).
-    spec: Option<Rc<PeerSpec>>,
+    /// Placed pods by label, declaring pods by what they select, and node
+    /// locations (kept by `observe`).
+    pub(crate) index: RefCell<PeerIndex>,
 }
 
 impl NetworkLocality {
@@ -249,39 +239,31 @@ impl Plugin for NetworkLocality {
         Ok(Self {
             model: parse_args(args)?,
             cache: RefCell::new(SpecCache::default()),
-            declaring: RefCell::new(HashMap::new()),
+            index: RefCell::new(PeerIndex::default()),
         })
     }
 
-    /// Keeps the index of placed pods that declare peers, so a cycle looks
-    /// at those for reverse dependencies rather than at every placed pod.
-    fn observe(&self, delta: &Delta, _cluster: &Cluster) {
-        let mut declaring = self.declaring.borrow_mut();
+    /// Keeps the index of placed pods and node locations, so a cycle looks
+    /// only at the pods its selectors (and the selectors that select it)
+    /// can match rather than at every placed pod.
+    fn observe(&self, delta: &Delta, cluster: &Cluster) {
+        let mut index = self.index.borrow_mut();
         match delta {
+            // The cluster ignores a pod on a node it does not know.
+            Delta::PodAdd(placement) if cluster.node(placement.node).is_none() => {
+                index.remove(&placement.pod.uid)
+            }
             Delta::PodAdd(placement) => {
                 let pod = &placement.pod;
-                match pod.annotations.lookup(PEERS_ANNOTATION) {
-                    Some(peers) => {
-                        let spec = self.cache.borrow_mut().get(pod, peers);
-                        declaring.insert(
-                            pod.uid.clone(),
-                            Declaring {
-                                node: placement.node,
-                                namespace: pod.namespace.clone(),
-                                spec,
-                            },
-                        );
-                    }
-                    None => {
-                        declaring.remove(&pod.uid);
-                    }
-                }
+                let spec = pod
+                    .annotations
+                    .lookup(PEERS_ANNOTATION)
+                    .and_then(|peers| self.cache.borrow_mut().get(pod, peers));
+                index.add(pod, placement.node, spec);
             }
-            Delta::PodRemove(removal) => {
-                declaring.remove(&removal.pod_uid);
-            }
-            Delta::NodeRemove(index) => declaring.retain(|_, d| d.node != *index),
-            Delta::NodeSet(_) => {}
+            Delta::PodRemove(removal) => index.remove(&removal.pod_uid),
+            Delta::NodeRemove(node) => index.remove_node(*node),
+            Delta::NodeSet((i, node)) => index.set_node(*i, node),
         }
     }
 
@@ -292,67 +274,45 @@ impl Plugin for NetworkLocality {
             Some(spec) if max_distance.is_some() => spec.entries.iter().map(|_| None).collect(),
             _ => Vec::new(),
         };
+        let index = self.index.borrow();
         let mut node_weight: HashMap<u32, u64> = HashMap::new();
-        // The pod's own declarations need a look at every placed pod; a pod
-        // that declares none skips the scan.
-        let scan = cluster.pods().filter(|_| own.is_some());
-        for (node, placed) in scan {
+        // The pod's own declarations: the placed pods they may select.
+        if let Some(spec) = &own {
+            let visit = |placed: &Placed| {
+                if let Some(w) = selected(spec, pod, placed, cluster, &mut reach) {
+                    *node_weight.entry(placed.node).or_insert(0) += w;
+                }
+            };
+            match index.selected_candidates(spec) {
+                Some(slots) => slots.iter().filter_map(|&s| index.get(s)).for_each(visit),
+                None => index.all().for_each(visit),
+            }
+        }
+        // Reverse dependencies: placed pods that declare this pod.
+        for placed in index
+            .declaring_candidates(&pod.labels)
+            .into_iter()
+            .filter_map(|s| index.get(s))
+        {
             if placed.uid == pod.uid {
                 continue;
             }
-            let mut weight = 0u64;
-            // The pod's own declarations.
-            if let Some(spec) = &own {
-                if spec.namespaces.contains(&pod.namespace, &placed.namespace) {
-                    let mut best = 0u32;
-                    for (i, entry) in spec.entries.iter().enumerate() {
-                        if entry.selector.matches(placed.labels.as_slice()) {
-                            best = best.max(entry.weight);
-                            if let Some(slot) = reach.get_mut(i) {
-                                slot.get_or_insert_with(Reach::default).add(node);
-                            }
-                        }
-                    }
-                    weight += u64::from(best);
-                }
-            }
-            if weight > 0 {
-                *node_weight.entry(node.index).or_insert(0) += weight;
-            }
-        }
-        // Reverse dependencies: placed pods that declare this pod (from the
-        // index `observe` keeps, not a scan of every pod).
-        for (uid, d) in self.declaring.borrow().iter() {
-            if *uid == pod.uid {
-                continue;
-            }
-            if let Some(w) = d.spec.as_ref().and_then(|spec| {
-                spec.weight_for(&d.namespace, &pod.namespace, pod.labels.as_slice())
+            if let Some(w) = placed.spec.as_ref().and_then(|spec| {
+                spec.weight_for(&placed.namespace, &pod.namespace, pod.labels.as_slice())
             }) {
-                *node_weight.entry(d.node).or_insert(0) += u64::from(w);
+                *node_weight.entry(placed.node).or_insert(0) += u64::from(w);
             }
         }
-        let mut groups: Vec<Group> = Vec::new();
-        for (&index, &weight) in &node_weight {
-            let Some(node) = cluster.node(index) else {
-                continue;
-            };
-            let loc = Location::of(&node.node.name, node.node.labels.as_slice());
-            match groups
-                .iter_mut()
-                .find(|g| g.zone.as_deref() == loc.zone && g.region.as_deref() == loc.region)
-            {
-                Some(g) => g.weight += weight,
-                None => groups.push(Group {
-                    zone: loc.zone.map(str::to_string),
-                    region: loc.region.map(str::to_string),
-                    weight,
-                }),
-            }
-        }
+        let peer_locs = peer_locations(&index, &node_weight);
+        let loc_cost = if node_weight.is_empty() {
+            Vec::new()
+        } else {
+            location_costs(&self.model, &index, &peer_locs)
+        };
         Ok(Cycle {
             node_weight,
-            groups,
+            peer_locs,
+            loc_cost,
             max_distance,
             reach: reach.into_iter().flatten().collect(),
         })
@@ -397,17 +357,29 @@ impl Plugin for NetworkLocality {
         if !cycle.has_peers() {
             return Ok(0);
         }
-        let loc = Location::of(&node.node.name, node.node.labels.as_slice());
+        let index = self.index.borrow();
         let m = &self.model;
-        let mut cost: u128 = 0;
-        for g in &cycle.groups {
-            let c = m.topology_cost(loc.zone, loc.region, g.zone.as_deref(), g.region.as_deref());
-            cost += u128::from(g.weight) * u128::from(c);
-        }
+        let (mut cost, counted) = match index.node_location(node.index) {
+            Some(id) if (id as usize) < cycle.loc_cost.len() => {
+                let (zone, region) = index.location(id);
+                (
+                    cycle.loc_cost[id as usize],
+                    m.topology_cost(zone, region, zone, region),
+                )
+            }
+            // A node the index has not placed: its labels, read now.
+            _ => {
+                let loc = Location::of(&node.node.name, node.node.labels.as_slice());
+                let cost = weighted_cost(m, &index, &cycle.peer_locs, loc.zone, loc.region);
+                (
+                    cost,
+                    m.topology_cost(loc.zone, loc.region, loc.zone, loc.region),
+                )
+            }
+        };
         // Peers on this very node were counted at the cost between two
         // nodes of its zone; they cost `sameNode`.
         if let Some(&w) = cycle.node_weight.get(&node.index) {
-            let counted = m.topology_cost(loc.zone, loc.region, loc.zone, loc.region);
             cost = cost - u128::from(w) * u128::from(counted)
                 + u128::from(w) * u128::from(m.costs.same_node);
         }
@@ -430,6 +402,74 @@ impl Plugin for NetworkLocality {
         normalize_costs(scores);
         Ok(())
     }
+}
+
+/// The weight of `placed` as a peer `spec` (the cycle's pod's own
+/// declaration) selects, noting where it is in `reach`; `None` when
+/// the spec does not select it.
+fn selected(
+    spec: &PeerSpec,
+    pod: &Pod,
+    placed: &Placed,
+    cluster: &Cluster,
+    reach: &mut [Option<Reach>],
+) -> Option<u64> {
+    if placed.uid == pod.uid || !spec.namespaces.contains(&pod.namespace, &placed.namespace) {
+        return None;
+    }
+    let node = cluster.node(placed.node)?;
+    let mut best = 0u32;
+    for (i, entry) in spec.entries.iter().enumerate() {
+        if entry.selector.matches(placed.labels.as_slice()) {
+            best = best.max(entry.weight);
+            if let Some(slot) = reach.get_mut(i) {
+                slot.get_or_insert_with(Reach::default).add(node);
+            }
+        }
+    }
+    (best > 0).then_some(u64::from(best))
+}
+
+/// The peers' summed weight by interned location.
+fn peer_locations(index: &PeerIndex, node_weight: &HashMap<u32, u64>) -> Vec<(u32, u64)> {
+    let mut by_loc: Vec<(u32, u64)> = Vec::new();
+    for (&node, &weight) in node_weight {
+        let Some(id) = index.node_location(node) else {
+            continue;
+        };
+        match by_loc.iter_mut().find(|(l, _)| *l == id) {
+            Some((_, w)) => *w += weight,
+            None => by_loc.push((id, weight)),
+        }
+    }
+    by_loc
+}
+
+/// The weighted cost of a node with these labels to the peers.
+fn weighted_cost(
+    m: &CostModel,
+    index: &PeerIndex,
+    peer_locs: &[(u32, u64)],
+    zone: Option<&str>,
+    region: Option<&str>,
+) -> u128 {
+    peer_locs
+        .iter()
+        .map(|&(id, weight)| {
+            let (z, r) = index.location(id);
+            u128::from(weight) * u128::from(m.topology_cost(zone, region, z, r))
+        })
+        .sum()
+}
+
+/// [`weighted_cost`] for every interned location.
+fn location_costs(m: &CostModel, index: &PeerIndex, peer_locs: &[(u32, u64)]) -> Vec<u128> {
+    (0..index.locations() as u32)
+        .map(|id| {
+            let (zone, region) = index.location(id);
+            weighted_cost(m, index, peer_locs, zone, region)
+        })
+        .collect()
 }
 
 /// `100 - 100 * (s - min) / (max - min)`, rounded to the nearest integer;

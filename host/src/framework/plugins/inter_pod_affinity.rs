@@ -324,7 +324,14 @@ impl InterPodAffinity {
         if self.ignore_preferred_terms_of_existing_pods && !has_preferred {
             return s;
         }
-        for info in snapshot.nodes() {
+        // Without preferred terms of its own, only nodes with placed pods
+        // with affinity can contribute (upstream `PodsWithAffinity`).
+        let nodes: Box<dyn Iterator<Item = &NodeInfo>> = if has_preferred {
+            Box::new(snapshot.nodes())
+        } else {
+            Box::new(snapshot.nodes_with_affinity_pods())
+        };
+        for info in nodes {
             let node = &info.node;
             if node.labels.is_empty() {
                 continue;

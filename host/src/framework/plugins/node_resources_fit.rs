@@ -2,9 +2,9 @@
 //! one more pod); among fitting nodes, score by how allocated they would be
 //! (`LeastAllocated` spreads, `MostAllocated` packs).
 
-use std::sync::Arc;
-
+use std::borrow::Cow;
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
@@ -227,40 +227,94 @@ impl NodeResourcesFit {
                     .is_some_and(|(group, _)| self.args.ignored_resource_groups.contains(group)))
     }
 
-    /// Upstream `fitsRequest`: every reason the pod does not fit, in
-    /// upstream order (pods, cpu, memory, ephemeral-storage, then scalar
-    /// resources by name).
-    pub fn insufficient(&self, pod: &Pod, node: &NodeInfo) -> Vec<String> {
-        let mut reasons = Vec::new();
-        let alloc = &node.node.allocatable;
-        let pods_on_node = i64::try_from(node.pods.len()).unwrap_or(i64::MAX);
-        if pods_on_node.saturating_add(1) > alloc.get(PODS) {
-            reasons.push("Too many pods".to_string());
-        }
+    /// What `pod` asks that a node must have room for, in upstream order
+    /// (cpu, memory, ephemeral-storage, then scalar resources by name),
+    /// each with its rejection reason. Read once per Filter batch.
+    fn wanted<'p>(&self, pod: &'p Pod) -> Vec<Wanted<'p>> {
         let req = &pod.requests;
-        let free = |r: &str| alloc.get(r).saturating_sub(node.requested.get(r));
+        let mut out = Vec::new();
         for (r, reason) in [
             (CPU, "Insufficient cpu"),
             (MEMORY, "Insufficient memory"),
             (EPHEMERAL_STORAGE, "Insufficient ephemeral-storage"),
         ] {
-            let want = req.get(r);
-            if want > 0 && want > free(r) {
-                reasons.push(reason.to_string());
+            let amount = req.get(r);
+            if amount > 0 {
+                out.push(Wanted {
+                    resource: r,
+                    amount,
+                    reason: Cow::Borrowed(reason),
+                });
             }
         }
         // `Resources` iterates in name order, which makes the scalar
         // reasons deterministic (upstream's map order is random).
-        for (r, want) in req.iter() {
-            if want == 0 || !is_scalar_resource(r) || self.ignored(r) {
+        for (r, amount) in req.iter() {
+            if amount == 0 || !is_scalar_resource(r) || self.ignored(r) {
                 continue;
             }
-            if want > free(r) {
-                reasons.push(format!("Insufficient {r}"));
-            }
+            out.push(Wanted {
+                resource: r,
+                amount,
+                reason: Cow::Owned(format!("Insufficient {r}")),
+            });
         }
-        reasons
+        out
     }
+
+    /// Upstream `fitsRequest`: every reason the pod does not fit, in
+    /// upstream order (pods, cpu, memory, ephemeral-storage, then scalar
+    /// resources by name).
+    pub fn insufficient(&self, pod: &Pod, node: &NodeInfo) -> Vec<String> {
+        insufficient(&self.wanted(pod), node)
+    }
+}
+
+/// One amount the pod asks and the reason given when a node lacks it.
+struct Wanted<'p> {
+    resource: &'p str,
+    amount: i64,
+    reason: Cow<'static, str>,
+}
+
+/// Whether the node can take one more pod.
+fn room_for_a_pod(node: &NodeInfo) -> bool {
+    let pods_on_node = i64::try_from(node.pods.len()).unwrap_or(i64::MAX);
+    pods_on_node.saturating_add(1) <= node.node.allocatable.get(PODS)
+}
+
+fn lacks(w: &Wanted<'_>, node: &NodeInfo) -> bool {
+    let free = node
+        .node
+        .allocatable
+        .get(w.resource)
+        .saturating_sub(node.requested.get(w.resource));
+    w.amount > free
+}
+
+/// Every reason the pod asking `wanted` does not fit `node`.
+fn insufficient(wanted: &[Wanted<'_>], node: &NodeInfo) -> Vec<String> {
+    let mut reasons = Vec::new();
+    if !room_for_a_pod(node) {
+        reasons.push("Too many pods".to_string());
+    }
+    for w in wanted.iter().filter(|w| lacks(w, node)) {
+        reasons.push(w.reason.to_string());
+    }
+    reasons
+}
+
+/// Upstream's Filter verdict: the node fits, or every reason it does not
+/// (checked first without building reasons).
+fn verdict(wanted: &[Wanted<'_>], node: &NodeInfo) -> Result<(), Rejection> {
+    if room_for_a_pod(node) && !wanted.iter().any(|w| lacks(w, node)) {
+        return Ok(());
+    }
+    // Unschedulable, not unresolvable: preemption can free room.
+    Err(Rejection {
+        reasons: insufficient(wanted, node),
+        unresolvable: false,
+    })
 }
 
 impl Plugin for NodeResourcesFit {
@@ -276,15 +330,20 @@ impl FilterPlugin for NodeResourcesFit {
         _state: &CycleState,
         node: &NodeInfo,
     ) -> Result<(), Rejection> {
-        let reasons = self.insufficient(ctx.pod, node);
-        if reasons.is_empty() {
-            Ok(())
-        } else {
-            // Unschedulable, not unresolvable: preemption can free room.
-            Err(Rejection {
-                reasons,
-                unresolvable: false,
-            })
+        verdict(&self.wanted(ctx.pod), node)
+    }
+
+    /// The pod's requests are read once for the whole batch.
+    fn filter_batch(
+        &self,
+        ctx: &CycleContext,
+        _state: &CycleState,
+        nodes: &[&NodeInfo],
+        out: &mut [Option<Rejection>],
+    ) {
+        let wanted = self.wanted(ctx.pod);
+        for (node, v) in nodes.iter().zip(out) {
+            *v = verdict(&wanted, node).err();
         }
     }
 }

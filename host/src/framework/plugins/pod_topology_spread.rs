@@ -193,6 +193,8 @@ impl FilterState {
         if constraints.is_empty() {
             return s;
         }
+        // One buffer for every node (no allocation per node).
+        let mut per_node: Vec<(&str, i64)> = Vec::with_capacity(constraints.len());
         for info in snapshot.nodes() {
             let node = &info.node;
             if !counted(pod, node, &constraints) {
@@ -201,7 +203,7 @@ impl FilterState {
             // Upstream keys counts by topology pair: two constraints on the
             // same key share the pair, and the later one's count wins on
             // each node. Mirrored so that verdicts agree.
-            let mut per_node: Vec<(&str, i64)> = Vec::with_capacity(constraints.len());
+            per_node.clear();
             for c in &constraints {
                 let n = count_matching(&info.pods, c.selector.as_ref(), &pod.namespace, &pod.uid);
                 match per_node.iter_mut().find(|(k, _)| *k == c.topology_key) {
@@ -209,7 +211,7 @@ impl FilterState {
                     None => per_node.push((&c.topology_key, n)),
                 }
             }
-            for (key, n) in per_node {
+            for &(key, n) in &per_node {
                 if let Some(value) = node.labels.get(key) {
                     // Adds the pair even at 0: an empty domain is the minimum.
                     s.counts.add(key, value, n);
