@@ -149,13 +149,25 @@ fn load_check(r: &Request, dev: &DeviceState, l: &Load) -> Option<Reason> {
 }
 
 /// Where the pod's vGPUs go on `node`, or why they do not fit.
-pub fn place(d: &HamiDemand, node: &NodeUsage, pairs: &PairScores) -> Result<Choice, Reason> {
+/// `central`: each device's [`centralities`] (computed once per node
+/// change).
+pub fn place(
+    d: &HamiDemand,
+    node: &NodeUsage,
+    pairs: &PairScores,
+    central: &[i64],
+) -> Result<Choice, Reason> {
     let devs = &node.devices;
     if (devs.len() as u64) < u64::from(d.widest()) {
         return Err(Reason::NotEnoughGpus);
     }
     let statics: Vec<Option<Reason>> = devs.iter().map(|x| static_check(d, x)).collect();
     let base: Vec<Load> = devs.iter().map(Load::of).collect();
+    let weighs_links = matches!(
+        d.gpu_policy,
+        GpuPolicy::Fragmentation | GpuPolicy::TopologyAware
+    );
+    let central = if weighs_links { central } else { &[] };
     let mut app = base.clone();
     let mut slots = Vec::with_capacity(d.containers.len());
     for (i, c) in d.containers.iter().enumerate() {
@@ -165,7 +177,7 @@ pub fn place(d: &HamiDemand, node: &NodeUsage, pairs: &PairScores) -> Result<Cho
         };
         let init = i < d.num_init;
         let loads = if init { &base } else { &app };
-        let chosen = place_container(d, r, node, pairs, &statics, loads)?;
+        let chosen = place_container(d, r, node, (pairs, central), &statics, loads)?;
         let picks: Vec<Pick> = chosen
             .iter()
             .map(|&k| Pick {
@@ -187,12 +199,31 @@ pub fn place(d: &HamiDemand, node: &NodeUsage, pairs: &PairScores) -> Result<Cho
     Ok(Choice { slots })
 }
 
-/// The devices one container's vGPUs get.
+/// How well each device is linked to the node's others (the sum of its
+/// pair scores), in the node's device order; empty without pair scores.
+/// It depends on the node alone, so the index keeps it per node.
+pub fn centralities(node: &NodeUsage, pairs: &PairScores) -> Vec<i64> {
+    if pairs.is_empty() {
+        return Vec::new();
+    }
+    let devs = &node.devices;
+    devs.iter()
+        .map(|x| {
+            devs.iter()
+                .filter(|o| o.device.id != x.device.id)
+                .map(|o| pairs.between(&x.device.id, &o.device.id))
+                .sum()
+        })
+        .collect()
+}
+
+/// The devices one container's vGPUs get (`links`: the node's pair scores
+/// and each device's [`centralities`]).
 fn place_container(
     d: &HamiDemand,
     r: &Request,
     node: &NodeUsage,
-    pairs: &PairScores,
+    (pairs, central): (&PairScores, &[i64]),
     statics: &[Option<Reason>],
     loads: &[Load],
 ) -> Result<Vec<usize>, Reason> {
@@ -213,6 +244,7 @@ fn place_container(
         r,
         node,
         pairs,
+        central,
         loads,
     };
     if !d.numa_bind {
@@ -258,6 +290,7 @@ struct Chooser<'a> {
     r: &'a Request,
     node: &'a NodeUsage,
     pairs: &'a PairScores,
+    central: &'a [i64],
     loads: &'a [Load],
 }
 
@@ -288,16 +321,7 @@ impl Chooser<'_> {
 
     /// How well a device is linked to the node's others.
     fn centrality(&self, k: usize) -> i64 {
-        if self.pairs.is_empty() {
-            return 0;
-        }
-        let id = &self.node.devices[k].device.id;
-        self.node
-            .devices
-            .iter()
-            .filter(|o| &o.device.id != id)
-            .map(|o| self.pairs.between(id, &o.device.id))
-            .sum()
+        self.central.get(k).copied().unwrap_or(0)
     }
 
     fn opened(&self, k: usize) -> i64 {
@@ -359,7 +383,7 @@ impl Chooser<'_> {
             );
         let mut out = if !by_links {
             let mut sorted = cands.to_vec();
-            sorted.sort_by_key(|&c| self.single_cost(c));
+            sorted.sort_by_cached_key(|&c| self.single_cost(c));
             sorted.truncate(k);
             sorted
         } else if combinations(cands.len() as u64, k as u64) <= MAX_COMBINATIONS {

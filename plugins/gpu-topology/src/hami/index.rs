@@ -19,6 +19,8 @@ pub struct HamiNode {
     /// Devices and usage; `Err`: the register annotation is invalid.
     pub usage: Result<NodeUsage, String>,
     pub pairs: PairScores,
+    /// Each device's link centrality (`fit::centralities`).
+    pub central: Vec<i64>,
     /// Placed pods whose device annotation is invalid: their usage is
     /// unknown, so no new vGPU goes to the node.
     pub bad_pods: usize,
@@ -96,9 +98,14 @@ impl Index {
             .as_deref()
             .and_then(|s| parse_pair_scores(s).ok())
             .unwrap_or_default();
+        let central = usage
+            .as_ref()
+            .map(|u| super::fit::centralities(u, &pairs))
+            .unwrap_or_default();
         let mut entry = HamiNode {
             usage,
             pairs,
+            central,
             bad_pods: 0,
             register: register.to_string(),
             score,

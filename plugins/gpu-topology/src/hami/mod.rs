@@ -85,13 +85,15 @@ impl HamiState {
         d: &HamiDemand,
         ns: &NodeState,
     ) -> Option<Result<(Choice, i64), Rejection>> {
-        self.with_node(ns.index, |n, u| match fit::place(d, u, &n.pairs) {
-            Ok(c) => {
-                let s = score::node_score(d, u, &c);
-                Ok((c, s))
+        self.with_node(ns.index, |n, u| {
+            match fit::place(d, u, &n.pairs, &n.central) {
+                Ok(c) => {
+                    let s = score::node_score(d, u, &c);
+                    Ok((c, s))
+                }
+                Err(r) if r.unresolvable() => Err(reject_unresolvable(r.text())),
+                Err(r) => Err(reject(r.text())),
             }
-            Err(r) if r.unresolvable() => Err(reject_unresolvable(r.text())),
-            Err(r) => Err(reject(r.text())),
         })
     }
 
@@ -101,7 +103,7 @@ impl HamiState {
         *self.pending.borrow_mut() = None;
         let Some(d) = d else { return Ok(()) };
         let chosen = self.with_node(ns.index, |n, u| {
-            fit::place(d, u, &n.pairs)
+            fit::place(d, u, &n.pairs, &n.central)
                 .map(|c| patch::patch(&ns.node.name, u, &c))
                 .map_err(|r| reject(r.text()))
         });
