@@ -1,7 +1,7 @@
 //! The benchmark suite's pieces do what they claim (numbers are not
 //! asserted: tests never assert wall-clock times).
 
-use wasmsched::bench::{self, Scenario, Spec};
+use wasmsched::bench::{self, workloads, Scenario, Spec, Workload};
 
 const SMALL: Spec = Spec {
     nodes: 60,
@@ -94,4 +94,131 @@ fn plugin_memory_does_not_grow_with_pod_annotations() {
 fn native_scenario_needs_its_feature() {
     let e = bench::run(SMALL, Scenario::Native, 1, false).expect_err("not built in");
     assert!(e.to_string().contains("--features native-builtins"), "{e}");
+}
+
+fn workload(w: Workload, nodes: usize, pods: usize) -> bench::BenchResult {
+    let spec = Spec {
+        nodes,
+        pods,
+        ..SMALL
+    };
+    bench::run_workload(w, spec, Scenario::Wasm, 2, false).unwrap()
+}
+
+/// The scheduler_perf workloads build what upstream's templates describe.
+#[test]
+fn upstream_workloads_have_upstreams_shapes() {
+    let spec = Spec {
+        nodes: 50,
+        pods: 40,
+        ..SMALL
+    };
+    let c = workloads::cluster(Workload::NodeAffinity, &spec);
+    assert_eq!(
+        (c.nodes.len(), c.init.len(), c.measured.len()),
+        (50, 10, 40)
+    );
+    assert!(c
+        .measured
+        .iter()
+        .all(|p| p.node_affinity.required.is_some()));
+    let c = workloads::cluster(Workload::RequiredAffinity, &spec);
+    assert_eq!(c.init.len(), 50, "one per node");
+    assert!(c
+        .nodes
+        .iter()
+        .all(|n| n.labels["topology.kubernetes.io/zone"] == "zone1"));
+    let c = workloads::cluster(Workload::ExtendedResources, &spec);
+    assert!(c
+        .nodes
+        .iter()
+        .all(|n| n.allocatable.get("nvidia.com/gpu") == 8));
+    assert!(c
+        .measured
+        .iter()
+        .all(|p| p.limits.get("nvidia.com/gpu") == 1));
+    let c = workloads::cluster(Workload::PreferredAntiAffinity, &spec);
+    assert!(c.measured.iter().all(|p| p.labels.contains_key("color")));
+    assert_eq!(
+        Workload::RequiredAffinity.measured_pods(10_000),
+        5000,
+        "upstream's 5000-node case"
+    );
+    for w in Workload::UPSTREAM {
+        assert!(
+            w.upstream_threshold().is_some() && w.target().is_some(),
+            "{w:?}"
+        );
+    }
+}
+
+/// Each workload runs through the real cycle: what fits is placed, what
+/// cannot is a FitError, and capacity is respected.
+#[test]
+fn upstream_workloads_schedule_what_fits() {
+    for w in [
+        Workload::SchedulingBasic,
+        Workload::NodeAffinity,
+        Workload::PreferredAffinity,
+        Workload::PreferredAntiAffinity,
+        Workload::RequiredAffinity,
+    ] {
+        let r = workload(w, 30, 60);
+        assert_eq!((r.scheduled, r.unschedulable), (60, 0), "{w:?}: {r:?}");
+        assert_eq!(r.workload, w);
+    }
+    // One pod in ten asks for 1000 cpu.
+    let r = workload(Workload::Unschedulable, 30, 60);
+    assert_eq!((r.scheduled, r.unschedulable), (54, 6), "{r:?}");
+    // 10 nodes x 8 GPUs, 2 taken by the initial pods: 78 of 100 fit.
+    let r = workload(Workload::ExtendedResources, 10, 100);
+    assert_eq!((r.scheduled, r.unschedulable), (78, 22), "{r:?}");
+    let has = |p: &str| r.plugins.iter().any(|(name, _, _, _)| name == p);
+    assert!(has("GpuTopology"), "the GPU policy ran: {:?}", r.plugins);
+}
+
+/// MixedChurn deletes and adds nodes and pods between attempts; the
+/// cluster keeps its size and every attempt is counted.
+#[test]
+fn mixed_churn_changes_the_cluster_during_the_run() {
+    let spec = Spec {
+        nodes: 20,
+        pods: 300,
+        ..SMALL
+    };
+    let mut snapshot = wasmsched::framework::Snapshot::default();
+    for i in 0..20 {
+        snapshot.set_node(workloads::node(Workload::MixedChurn, i));
+    }
+    let mut placed: Vec<String> = (0..30).map(|i| format!("p{i}")).collect();
+    let mut rng = rand::SeedableRng::seed_from_u64(1);
+    let before: Vec<String> = snapshot.nodes().map(|n| n.name().to_string()).collect();
+    assert!(!workloads::churn(
+        Workload::MixedChurn,
+        99,
+        &mut snapshot,
+        &mut placed,
+        &mut rng
+    ));
+    assert!(workloads::churn(
+        Workload::MixedChurn,
+        100,
+        &mut snapshot,
+        &mut placed,
+        &mut rng
+    ));
+    let after: Vec<String> = snapshot.nodes().map(|n| n.name().to_string()).collect();
+    assert_eq!(after.len(), 20);
+    assert_ne!(before, after);
+    assert_eq!(placed.len(), 20, "10 placed pods deleted");
+    assert!(!workloads::churn(
+        Workload::SchedulingBasic,
+        100,
+        &mut snapshot,
+        &mut placed,
+        &mut rng
+    ));
+    let r = bench::run_workload(Workload::MixedChurn, spec, Scenario::Core, 2, false).unwrap();
+    assert_eq!(r.scheduled + r.unschedulable, 300, "{r:?}");
+    assert!(r.scheduled > 250, "{r:?}");
 }

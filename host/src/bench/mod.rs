@@ -7,6 +7,7 @@ pub mod generate;
 #[cfg(feature = "native-builtins")]
 pub mod native;
 pub mod preemption;
+pub mod workloads;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -17,6 +18,7 @@ use crate::config::{self, file, ConfigFile};
 use crate::framework::{Outcome, Snapshot};
 
 pub use generate::{generate, Spec};
+pub use workloads::Workload;
 
 /// Which plugins run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
@@ -38,6 +40,8 @@ pub enum Scenario {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BenchResult {
     pub scenario: Scenario,
+    #[serde(default)]
+    pub workload: Workload,
     pub nodes: usize,
     pub pods: usize,
     pub workers: usize,
@@ -61,6 +65,7 @@ pub struct BenchResult {
 /// What a run measured, for [`result`].
 pub struct Run {
     pub scenario: Scenario,
+    pub workload: Workload,
     pub spec: Spec,
     pub workers: usize,
     pub scheduled: usize,
@@ -118,6 +123,7 @@ pub fn result(
         .collect();
     BenchResult {
         scenario: r.scenario,
+        workload: r.workload,
         nodes: r.spec.nodes,
         pods: r.spec.pods,
         workers: r.workers,
@@ -179,9 +185,47 @@ pub fn peak_rss_mib() -> f64 {
         .map_or(0.0, |kb| kb / 1024.0)
 }
 
-/// Runs one scenario: every pod is attempted once, in creation order, and
-/// placed pods are assumed so the next pod sees them.
+/// Runs one scenario on the mixed workload: every pod is attempted once,
+/// in creation order, and placed pods are assumed so the next pod sees them.
 pub fn run(
+    spec: Spec,
+    scenario: Scenario,
+    workers: usize,
+    progress: bool,
+) -> anyhow::Result<BenchResult> {
+    run_workload(Workload::Mixed, spec, scenario, workers, progress)
+}
+
+/// The nodes, initial and measured pods of `workload`.
+fn cluster(workload: Workload, spec: &Spec) -> anyhow::Result<workloads::Cluster> {
+    match workload {
+        Workload::Fractional => {
+            anyhow::bail!("the fractional workload has a runner of its own (bench::fractional)")
+        }
+        Workload::Mixed => {
+            let manifests = generate(*spec);
+            let mut measured = manifests.pods;
+            measured.sort_by(|a, b| {
+                b.priority
+                    .cmp(&a.priority)
+                    .then(a.creation_ms.cmp(&b.creation_ms))
+            });
+            Ok(workloads::Cluster {
+                nodes: manifests.nodes,
+                init: Vec::new(),
+                measured,
+            })
+        }
+        w => Ok(workloads::cluster(w, spec)),
+    }
+}
+
+/// Runs one scenario on `workload`: the initial pods are placed, then
+/// every measured pod is attempted once, in order, and placed pods are
+/// assumed so the next pod sees them (MixedChurn also deletes and adds
+/// nodes and pods between attempts).
+pub fn run_workload(
+    workload: Workload,
     spec: Spec,
     scenario: Scenario,
     workers: usize,
@@ -202,34 +246,25 @@ pub fn run(
         #[cfg(not(feature = "native-builtins"))]
         anyhow::bail!("the native scenario needs a build with `--features native-builtins`");
     }
-    let manifests = generate(spec);
+    let cluster = cluster(workload, &spec)?;
     let mut snapshot = Snapshot::default();
-    for n in manifests.nodes {
+    for n in cluster.nodes {
         snapshot.set_node(n);
     }
-    let mut pods = manifests.pods;
-    pods.sort_by(|a, b| {
-        b.priority
-            .cmp(&a.priority)
-            .then(a.creation_ms.cmp(&b.creation_ms))
-    });
-    let bar = progress_bar(progress, pods.len(), scenario, workers);
-    let mut latencies: Vec<Duration> = Vec::with_capacity(pods.len());
-    let (mut scheduled, mut unschedulable) = (0, 0);
+    for (at, p) in cluster.init {
+        snapshot.add_pod(at, Arc::new(p));
+    }
+    snapshot.compact_log();
+    let measured = cluster.measured.len();
+    let bar = progress_bar(progress, measured, scenario, workers);
+    let mut tally = Tally::default();
+    let mut rng = rand::SeedableRng::seed_from_u64(spec.seed);
     let started = Instant::now();
-    for pod in pods {
-        let t = Instant::now();
-        match fw.schedule(&pod, &snapshot) {
-            Outcome::Scheduled(p) => {
-                let mut bound = pod;
-                bound.node_name = Some(p.node);
-                snapshot.add_pod(p.node_index, Arc::new(bound));
-                snapshot.compact_log();
-                scheduled += 1;
-            }
-            _ => unschedulable += 1,
+    for (i, pod) in cluster.measured.into_iter().enumerate() {
+        if workloads::churn(workload, i, &mut snapshot, &mut tally.placed, &mut rng) {
+            snapshot.compact_log();
         }
-        latencies.push(t.elapsed());
+        tally.attempt(fw, &mut snapshot, pod);
         bar.inc(1);
     }
     let elapsed = started.elapsed();
@@ -237,15 +272,52 @@ pub fn run(
     let mut r = result(
         Run {
             scenario,
-            spec,
+            workload,
+            spec: Spec {
+                pods: measured,
+                ..spec
+            },
             workers,
-            scheduled,
+            scheduled: tally.placed_count,
             preemptions: 0,
             elapsed,
         },
         fw,
-        latencies,
+        tally.latencies,
     );
-    r.unschedulable = unschedulable;
+    r.unschedulable = tally.unschedulable;
     Ok(r)
+}
+
+/// What the measured attempts did.
+#[derive(Default)]
+struct Tally {
+    latencies: Vec<Duration>,
+    placed_count: usize,
+    unschedulable: usize,
+    /// Uids of the placed pods (MixedChurn deletes some).
+    placed: Vec<String>,
+}
+
+impl Tally {
+    fn attempt(
+        &mut self,
+        fw: &crate::framework::Framework,
+        snapshot: &mut Snapshot,
+        pod: crate::model::Pod,
+    ) {
+        let t = Instant::now();
+        match fw.schedule(&pod, snapshot) {
+            Outcome::Scheduled(p) => {
+                let mut bound = pod;
+                bound.node_name = Some(p.node);
+                self.placed.push(bound.uid.clone());
+                snapshot.add_pod(p.node_index, Arc::new(bound));
+                snapshot.compact_log();
+                self.placed_count += 1;
+            }
+            _ => self.unschedulable += 1,
+        }
+        self.latencies.push(t.elapsed());
+    }
 }

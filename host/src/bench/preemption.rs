@@ -146,6 +146,8 @@ pub fn run(spec: Spec, workers: usize, progress: bool) -> anyhow::Result<BenchRe
     Ok(super::result(
         super::Run {
             scenario: Scenario::Preemption,
+            // The scenario names the workload (its own cluster and pods).
+            workload: super::Workload::Mixed,
             spec,
             workers,
             scheduled: t.measured,

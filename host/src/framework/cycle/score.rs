@@ -1,10 +1,11 @@
-//! PreScore, Score (in parallel chunks), NormalizeScore and weights over
-//! the feasible nodes.
+//! PreScore, Score (in parallel chunks, beside the plugins that score on
+//! the cycle's thread), NormalizeScore and weights over the feasible nodes.
 
 use rayon::prelude::*;
 
 use crate::framework::interface::{Decision, PluginError, ScorePlugin, MAX_NODE_SCORE};
 use crate::framework::node_info::NodeInfo;
+use crate::framework::profile::WeightedScore;
 
 use super::{Cycle, Timed};
 
@@ -18,18 +19,26 @@ pub(super) struct PluginScores {
     pub normalized: Vec<i64>,
 }
 
+/// One plugin's raw scores: `None` when it said Skip.
+type Raw = Result<Option<Vec<i64>>, String>;
+
 impl Cycle<'_> {
     /// Weighted totals of the feasible nodes, in their order.
     pub(super) fn score_nodes(&mut self, feasible: &[&NodeInfo]) -> Result<Vec<i64>, String> {
         let mut skipped = self.pre_score(feasible)?;
         let mut totals = vec![0i64; feasible.len()];
         let this = &*self;
+        let active: Vec<(usize, &WeightedScore)> = this
+            .profile
+            .score
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| !skipped.contains(&s.plugin.name().to_string()))
+            .collect();
+        let raws = this.raw_scores(&active, feasible);
         let mut recorded = Vec::new();
-        for (position, s) in this.profile.score.iter().enumerate() {
-            if skipped.contains(&s.plugin.name().to_string()) {
-                continue;
-            }
-            let Some(scores) = this.plugin_scores(s.plugin.as_ref(), feasible)? else {
+        for ((position, s), raw) in active.into_iter().zip(raws) {
+            let Some(scores) = this.normalized(s.plugin.as_ref(), feasible, raw?)? else {
                 skipped.push(s.plugin.name().to_string());
                 continue;
             };
@@ -59,35 +68,71 @@ impl Cycle<'_> {
         Ok(skipped)
     }
 
-    /// One plugin's Score over every feasible node (chunks in parallel),
-    /// then its NormalizeScore, checked to be in 0..=100. `None`: skipped.
-    fn plugin_scores(
+    /// The raw scores of the `active` plugins, in their order. With more
+    /// than one worker, the plugins that score on this thread (wasm
+    /// instances holding the cycle) run while the workers score the
+    /// parallel ones in chunks: both cores busy through Score.
+    fn raw_scores(&self, active: &[(usize, &WeightedScore)], feasible: &[&NodeInfo]) -> Vec<Raw> {
+        let mut out: Vec<Option<Raw>> = active.iter().map(|_| None).collect();
+        let (mut here, mut pooled) = (Vec::new(), Vec::new());
+        for (slot, (_, s)) in out.iter_mut().zip(active) {
+            if s.plugin.parallel() && self.fw.workers() > 1 {
+                pooled.push((slot, s.plugin.as_ref()));
+            } else {
+                here.push((slot, s.plugin.as_ref()));
+            }
+        }
+        self.fw.pool.in_place_scope(|scope| {
+            if !pooled.is_empty() {
+                scope.spawn(|_| {
+                    for (slot, plugin) in pooled {
+                        *slot = Some(self.raw(plugin, feasible));
+                    }
+                });
+            }
+            for (slot, plugin) in here {
+                *slot = Some(self.raw(plugin, feasible));
+            }
+        });
+        out.into_iter()
+            .map(|r| r.unwrap_or_else(|| Err("a Score plugin did not run".into())))
+            .collect()
+    }
+
+    /// One plugin's Score over every feasible node: in chunks over the
+    /// workers, or in one batch on this thread.
+    fn raw(&self, plugin: &dyn ScorePlugin, feasible: &[&NodeInfo]) -> Raw {
+        let mut raw = vec![0i64; feasible.len()];
+        let _t = Timed::start(&self.fw.timings, plugin.name(), "Score");
+        let decisions: Result<Vec<Decision>, PluginError> = if plugin.parallel() {
+            self.fw.pool.install(|| {
+                feasible
+                    .par_chunks(SCORE_CHUNK)
+                    .zip(raw.par_chunks_mut(SCORE_CHUNK))
+                    .map(|(nodes, out)| plugin.score_batch(&self.ctx, &self.state, nodes, out))
+                    .collect()
+            })
+        } else {
+            plugin
+                .score_batch(&self.ctx, &self.state, feasible, &mut raw)
+                .map(|d| vec![d])
+        };
+        let decisions = decisions.map_err(|e| failed(plugin.name(), &e))?;
+        Ok((!decisions.contains(&Decision::Skip)).then_some(raw))
+    }
+
+    /// NormalizeScore over one plugin's raw scores (on this thread),
+    /// checked to be in 0..=100. `None`: skipped.
+    fn normalized(
         &self,
         plugin: &dyn ScorePlugin,
         feasible: &[&NodeInfo],
+        raw: Option<Vec<i64>>,
     ) -> Result<Option<PluginScores>, String> {
-        let name = plugin.name();
-        let mut raw = vec![0i64; feasible.len()];
-        let decisions: Result<Vec<Decision>, PluginError> = {
-            let _t = Timed::start(&self.fw.timings, name, "Score");
-            if plugin.parallel() {
-                self.fw.pool.install(|| {
-                    feasible
-                        .par_chunks(SCORE_CHUNK)
-                        .zip(raw.par_chunks_mut(SCORE_CHUNK))
-                        .map(|(nodes, out)| plugin.score_batch(&self.ctx, &self.state, nodes, out))
-                        .collect()
-                })
-            } else {
-                plugin
-                    .score_batch(&self.ctx, &self.state, feasible, &mut raw)
-                    .map(|d| vec![d])
-            }
-        };
-        let decisions = decisions.map_err(|e| failed(name, &e))?;
-        if decisions.contains(&Decision::Skip) {
+        let Some(raw) = raw else {
             return Ok(None);
-        }
+        };
+        let name = plugin.name();
         let mut normalized = raw.clone();
         let decision = {
             let _t = Timed::start(&self.fw.timings, name, "NormalizeScore");
