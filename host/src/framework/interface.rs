@@ -59,6 +59,9 @@ pub struct CycleContext<'a> {
     pub snapshot: &'a Snapshot,
     /// Identifies the cycle (stable for its duration, unique per process).
     pub cycle: u64,
+    /// The framework's workers, for a plugin that splits a walk over every
+    /// node (PreFilter, PreScore) across them; `None`: this thread only.
+    pub pool: Option<&'a rayon::ThreadPool>,
 }
 
 /// What a plugin that can fail by itself (a wasm component) reports about

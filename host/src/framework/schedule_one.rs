@@ -106,6 +106,7 @@ impl Framework {
                     pod: &pod,
                     snapshot: &cache.snapshot,
                     cycle,
+                    pool: None,
                 };
                 self.prepare_binding(&ctx, &mut state, node, now_ms)
             }

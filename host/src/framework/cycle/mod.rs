@@ -166,6 +166,7 @@ impl Framework {
             pod,
             snapshot,
             cycle: CYCLE_IDS.fetch_add(1, Ordering::Relaxed),
+            pool: (self.workers() > 1).then_some(&self.pool),
         };
         let mut cycle = Cycle {
             fw: self,

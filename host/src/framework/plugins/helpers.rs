@@ -127,6 +127,18 @@ impl TopologyCounts {
         }
     }
 
+    /// The pairwise sum of two counts (of disjoint sets of nodes).
+    pub fn merged(mut self, other: TopologyCounts) -> TopologyCounts {
+        for (key, values) in other.map {
+            let mine = self.map.entry(key).or_default();
+            for (value, n) in values {
+                let e = mine.entry(value).or_insert(0);
+                *e = e.saturating_add(n);
+            }
+        }
+        self
+    }
+
     pub fn add(&mut self, key: &str, value: &str, delta: i64) {
         // Look up before inserting: the pairs repeat across many pods, and
         // owned keys are only needed the first time.

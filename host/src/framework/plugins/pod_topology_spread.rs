@@ -9,6 +9,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
+use rayon::prelude::*;
 use serde_json::Value;
 
 use crate::framework::interface::MAX_NODE_SCORE;
@@ -186,38 +187,64 @@ impl CriticalPaths {
     }
 }
 
+/// Nodes per chunk when PreFilter's count is split over the workers.
+const COUNT_CHUNK: usize = 512;
+
+/// Matching pods per topology pair over `nodes` (the counted ones).
+fn count_nodes<'n>(
+    pod: &Pod,
+    constraints: &[SpreadConstraint],
+    nodes: impl Iterator<Item = &'n NodeInfo>,
+) -> TopologyCounts {
+    let mut counts = TopologyCounts::default();
+    // One buffer for every node (no allocation per node).
+    let mut per_node: Vec<(&str, i64)> = Vec::with_capacity(constraints.len());
+    for info in nodes {
+        let node = &info.node;
+        if !counted(pod, node, constraints) {
+            continue;
+        }
+        // Upstream keys counts by topology pair: two constraints on the
+        // same key share the pair, and the later one's count wins on
+        // each node. Mirrored so that verdicts agree.
+        per_node.clear();
+        for c in constraints {
+            let n = count_matching(&info.pods, c.selector.as_ref(), &pod.namespace, &pod.uid);
+            match per_node.iter_mut().find(|(k, _)| *k == c.topology_key) {
+                Some(e) => e.1 = n,
+                None => per_node.push((&c.topology_key, n)),
+            }
+        }
+        for &(key, n) in &per_node {
+            if let Some(value) = node.labels.get(key) {
+                // Adds the pair even at 0: an empty domain is the minimum.
+                counts.add(key, value, n);
+            }
+        }
+    }
+    counts
+}
+
 impl FilterState {
-    fn compute(pod: &Pod, snapshot: &Snapshot) -> Self {
+    fn compute(pod: &Pod, snapshot: &Snapshot, pool: Option<&rayon::ThreadPool>) -> Self {
         let constraints = constraints_of(pod, WhenUnsatisfiable::DoNotSchedule);
         let mut s = Self::default();
         if constraints.is_empty() {
             return s;
         }
-        // One buffer for every node (no allocation per node).
-        let mut per_node: Vec<(&str, i64)> = Vec::with_capacity(constraints.len());
-        for info in snapshot.nodes() {
-            let node = &info.node;
-            if !counted(pod, node, &constraints) {
-                continue;
+        s.counts = match pool {
+            // Chunks of nodes over the workers, their counts summed.
+            Some(pool) if snapshot.num_nodes() >= 2 * COUNT_CHUNK => {
+                let nodes: Vec<&NodeInfo> = snapshot.nodes().collect();
+                pool.install(|| {
+                    nodes
+                        .par_chunks(COUNT_CHUNK)
+                        .map(|chunk| count_nodes(pod, &constraints, chunk.iter().copied()))
+                        .reduce(TopologyCounts::default, TopologyCounts::merged)
+                })
             }
-            // Upstream keys counts by topology pair: two constraints on the
-            // same key share the pair, and the later one's count wins on
-            // each node. Mirrored so that verdicts agree.
-            per_node.clear();
-            for c in &constraints {
-                let n = count_matching(&info.pods, c.selector.as_ref(), &pod.namespace, &pod.uid);
-                match per_node.iter_mut().find(|(k, _)| *k == c.topology_key) {
-                    Some(e) => e.1 = n,
-                    None => per_node.push((&c.topology_key, n)),
-                }
-            }
-            for &(key, n) in &per_node {
-                if let Some(value) = node.labels.get(key) {
-                    // Adds the pair even at 0: an empty domain is the minimum.
-                    s.counts.add(key, value, n);
-                }
-            }
-        }
+            _ => count_nodes(pod, &constraints, snapshot.nodes()),
+        };
         for c in &constraints {
             // No counted domain: upstream's "infinite" minimum lets every
             // node with the key pass.
@@ -290,7 +317,10 @@ impl PreFilterPlugin for PodTopologySpread {
         ctx: &CycleContext,
         state: &mut CycleState,
     ) -> Result<Decision, Rejection> {
-        state.write(PRE_FILTER_KEY, FilterState::compute(ctx.pod, ctx.snapshot));
+        state.write(
+            PRE_FILTER_KEY,
+            FilterState::compute(ctx.pod, ctx.snapshot, ctx.pool),
+        );
         Ok(Decision::Run)
     }
 
@@ -347,7 +377,7 @@ impl FilterPlugin for PodTopologySpread {
             Some(s) => s.check(ctx.pod, &node.node),
             None if ctx.pod.spread.is_empty() => Ok(()),
             // PreFilter did not run: compute the same answer the slow way.
-            None => FilterState::compute(ctx.pod, ctx.snapshot).check(ctx.pod, &node.node),
+            None => FilterState::compute(ctx.pod, ctx.snapshot, None).check(ctx.pod, &node.node),
         }
     }
 }
@@ -567,6 +597,52 @@ mod tests {
         .iter()
         .map(|(n, z)| N::new(n).labels(&[(HOSTNAME, n), (ZONE, z)]).build())
         .collect()
+    }
+
+    /// PreFilter's count split over the workers gives the counts and
+    /// critical paths of the walk on one thread.
+    #[test]
+    fn counts_split_over_workers_equal_one_threads() {
+        // `matching` takes 'static names.
+        let names: &'static [String] = (0..1500)
+            .map(|i| format!("n{i:04}"))
+            .collect::<Vec<_>>()
+            .leak();
+        let nodes: Vec<Node> = names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| {
+                let zone = format!("zone{}", i % 7);
+                let mut node = N::new(n).labels(&[(HOSTNAME, n), (ZONE, &zone)]);
+                if i % 11 == 0 {
+                    // Outside the pod's node affinity: not counted.
+                    node = node.labels(&[(HOSTNAME, n), (ZONE, &zone), ("pool", "other")]);
+                }
+                node.build()
+            })
+            .collect();
+        let per_node: Vec<(&str, usize)> = names
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| i % 3 != 0)
+            .map(|(i, n)| (n.as_str(), i % 4))
+            .collect();
+        let snap = cluster(nodes, matching(&per_node));
+        let pod = incoming(json!([constraint(1, ZONE, "DoNotSchedule"), constraint(3, HOSTNAME, "DoNotSchedule")]))
+            .affinity(json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{
+                "matchExpressions": [{"key": "pool", "operator": "DoesNotExist"}]}]}}}))
+            .build();
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .unwrap();
+        let one = FilterState::compute(&pod, &snap, None);
+        let split = FilterState::compute(&pod, &snap, Some(&pool));
+        assert_eq!(one.counts, split.counts);
+        assert!(one.counts.get(ZONE, "zone1") > 0);
+        for key in [ZONE, HOSTNAME] {
+            assert_eq!(one.paths[key].min(), split.paths[key].min(), "{key}");
+        }
     }
 
     /// `per_node[i]` pods labelled foo placed on the i-th named node.

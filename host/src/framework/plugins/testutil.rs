@@ -220,6 +220,7 @@ pub fn ctx<'a>(pod: &'a Pod, snap: &'a Snapshot) -> CycleContext<'a> {
         pod,
         snapshot: snap,
         cycle: 1,
+        pool: None,
     }
 }
 
