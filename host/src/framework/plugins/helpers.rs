@@ -107,6 +107,31 @@ pub fn matches_required_node_affinity(pod: &Pod, node: &Node) -> bool {
             .is_none_or(|terms| any_term_matches(terms, &node.name, &node.labels))
 }
 
+/// Nodes per chunk when a walk over every node is split over the workers.
+const NODE_CHUNK: usize = 512;
+
+/// `count` over `nodes`: in chunks over `pool`'s workers, their results
+/// combined with `merge`, when there is a pool and enough nodes to share;
+/// on this thread otherwise. `merge` must not depend on the order.
+pub fn split_over_nodes<'n, T: Send>(
+    nodes: &[&'n NodeInfo],
+    pool: Option<&rayon::ThreadPool>,
+    count: impl Fn(&[&'n NodeInfo]) -> T + Sync,
+    merge: impl Fn(T, T) -> T + Sync + Send,
+) -> T {
+    use rayon::prelude::*;
+    match pool {
+        Some(pool) if nodes.len() >= 2 * NODE_CHUNK => pool.install(|| {
+            nodes
+                .par_chunks(NODE_CHUNK)
+                .map(&count)
+                .reduce_with(&merge)
+                .unwrap_or_else(|| count(&[]))
+        }),
+        _ => count(nodes),
+    }
+}
+
 // ---------------------------------------------------------------------------
 // Topology-pair counters
 // ---------------------------------------------------------------------------

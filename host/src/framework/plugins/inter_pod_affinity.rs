@@ -18,7 +18,9 @@ use crate::framework::{
 use crate::model::pod::PodAffinityTerm;
 use crate::model::{Node, Pod};
 
-use super::helpers::{args_object, int_in, json_type, reject_unknown, TopologyCounts};
+use super::helpers::{
+    args_object, int_in, json_type, reject_unknown, split_over_nodes, TopologyCounts,
+};
 
 pub const NAME: &str = "InterPodAffinity";
 
@@ -109,7 +111,21 @@ struct FilterState {
 }
 
 impl FilterState {
-    fn compute(pod: &Pod, snapshot: &Snapshot) -> Self {
+    fn compute(pod: &Pod, snapshot: &Snapshot, pool: Option<&rayon::ThreadPool>) -> Self {
+        let nodes: Vec<&NodeInfo> = snapshot.nodes().collect();
+        split_over_nodes(&nodes, pool, |chunk| Self::count(pod, chunk), Self::merged)
+    }
+
+    fn merged(self, other: Self) -> Self {
+        Self {
+            existing_anti: self.existing_anti.merged(other.existing_anti),
+            affinity: self.affinity.merged(other.affinity),
+            anti: self.anti.merged(other.anti),
+        }
+    }
+
+    /// The counts over `nodes`.
+    fn count(pod: &Pod, nodes: &[&NodeInfo]) -> Self {
         let required_affinity = &pod.pod_affinity.required_affinity;
         let required_anti = &pod.pod_affinity.required_anti_affinity;
         let mut s = Self::default();
@@ -117,7 +133,7 @@ impl FilterState {
         // anti-affinity can constrain the pod (upstream's
         // `PodsWithRequiredAntiAffinity`).
         let all = !required_affinity.is_empty() || !required_anti.is_empty();
-        for info in snapshot.nodes() {
+        for info in nodes {
             let node = &info.node;
             let pods = if all {
                 &info.pods
@@ -231,7 +247,10 @@ impl PreFilterPlugin for InterPodAffinity {
         ctx: &CycleContext,
         state: &mut CycleState,
     ) -> Result<Decision, Rejection> {
-        state.write(PRE_FILTER_KEY, FilterState::compute(ctx.pod, ctx.snapshot));
+        state.write(
+            PRE_FILTER_KEY,
+            FilterState::compute(ctx.pod, ctx.snapshot, ctx.pool),
+        );
         Ok(Decision::Run)
     }
 
@@ -269,7 +288,10 @@ impl PreScorePlugin for InterPodAffinity {
         state: &mut CycleState,
         _feasible: &[&NodeInfo],
     ) -> Result<Decision, PluginError> {
-        state.write(PRE_SCORE_KEY, self.compute_scores(ctx.pod, ctx.snapshot));
+        state.write(
+            PRE_SCORE_KEY,
+            self.compute_scores(ctx.pod, ctx.snapshot, ctx.pool),
+        );
         Ok(Decision::Run)
     }
 }
@@ -285,7 +307,7 @@ impl FilterPlugin for InterPodAffinity {
             Some(s) => s.check(ctx.pod, &node.node),
             // PreFilter did not run (a caller filtering one node): compute
             // the same answer the slow way rather than guess.
-            None => FilterState::compute(ctx.pod, ctx.snapshot).check(ctx.pod, &node.node),
+            None => FilterState::compute(ctx.pod, ctx.snapshot, None).check(ctx.pod, &node.node),
         }
     }
 }
@@ -316,21 +338,38 @@ fn process_term(
 }
 
 impl InterPodAffinity {
-    fn compute_scores(&self, pod: &Pod, snapshot: &Snapshot) -> ScoreState {
+    fn compute_scores(
+        &self,
+        pod: &Pod,
+        snapshot: &Snapshot,
+        pool: Option<&rayon::ThreadPool>,
+    ) -> ScoreState {
         let mine = &pod.pod_affinity;
         let has_preferred =
             !mine.preferred_affinity.is_empty() || !mine.preferred_anti_affinity.is_empty();
-        let mut s = ScoreState::default();
         if self.ignore_preferred_terms_of_existing_pods && !has_preferred {
-            return s;
+            return ScoreState::default();
         }
         // Without preferred terms of its own, only nodes with placed pods
         // with affinity can contribute (upstream `PodsWithAffinity`).
-        let nodes: Box<dyn Iterator<Item = &NodeInfo>> = if has_preferred {
-            Box::new(snapshot.nodes())
+        let nodes: Vec<&NodeInfo> = if has_preferred {
+            snapshot.nodes().collect()
         } else {
-            Box::new(snapshot.nodes_with_affinity_pods())
+            snapshot.nodes_with_affinity_pods().collect()
         };
+        let topology_score = split_over_nodes(
+            &nodes,
+            pool,
+            |chunk| self.score_counts(pod, has_preferred, chunk),
+            TopologyCounts::merged,
+        );
+        ScoreState { topology_score }
+    }
+
+    /// The summed weights per topology pair over `nodes`.
+    fn score_counts(&self, pod: &Pod, has_preferred: bool, nodes: &[&NodeInfo]) -> TopologyCounts {
+        let mine = &pod.pod_affinity;
+        let mut s = ScoreState::default();
         for info in nodes {
             let node = &info.node;
             if node.labels.is_empty() {
@@ -370,7 +409,7 @@ impl InterPodAffinity {
                 }
             }
         }
-        s
+        s.topology_score
     }
 }
 
@@ -462,6 +501,65 @@ mod tests {
 
     fn weighted(w: i32, t: Value) -> Value {
         json!({"weight": w, "podAffinityTerm": t})
+    }
+
+    /// PreFilter's and PreScore's walks split over the workers give the
+    /// counts of the walk on one thread.
+    #[test]
+    fn counts_split_over_workers_equal_one_threads() {
+        let names: &'static [String] = (0..1500)
+            .map(|i| format!("n{i:04}"))
+            .collect::<Vec<_>>()
+            .leak();
+        let nodes: Vec<Node> = names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| {
+                N::new(n)
+                    .labels(&[(HOST, n), (ZONE, &format!("z{}", i % 5))])
+                    .build()
+            })
+            .collect();
+        let mut placed = Vec::new();
+        for (i, n) in names.iter().enumerate().filter(|(i, _)| i % 2 == 0) {
+            let colour = ["red", "blue"][i % 4 / 2];
+            let mut p = P::new(&format!("p{i}")).labels(&[("colour", colour)]);
+            if i % 6 == 0 {
+                p = p.affinity(required_anti(json!([term("colour", &["red"], ZONE)])));
+            } else if i % 10 == 0 {
+                p = p.affinity(
+                    json!({"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+                    weighted(3, term("colour", &["red"], HOST))]}}),
+                );
+            }
+            placed.push((n.as_str(), p.build()));
+        }
+        let snap = cluster(nodes, placed);
+        let pod = P::new("in")
+            .labels(&[("colour", "red")])
+            .affinity(json!({
+                "podAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": [term("colour", &["blue"], ZONE)],
+                    "preferredDuringSchedulingIgnoredDuringExecution": [weighted(5, term("colour", &["red"], ZONE))],
+                },
+                "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term("colour", &["red"], HOST)]},
+            }))
+            .build();
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .unwrap();
+        let one = FilterState::compute(&pod, &snap, None);
+        let split = FilterState::compute(&pod, &snap, Some(&pool));
+        assert_eq!(one.existing_anti, split.existing_anti);
+        assert_eq!(one.affinity, split.affinity);
+        assert_eq!(one.anti, split.anti);
+        assert!(!one.existing_anti.is_empty() && !one.affinity.is_empty() && !one.anti.is_empty());
+        let plugin = InterPodAffinity::default();
+        let one = plugin.compute_scores(&pod, &snap, None);
+        let split = plugin.compute_scores(&pod, &snap, Some(&pool));
+        assert_eq!(one.topology_score, split.topology_score);
+        assert!(!one.topology_score.is_empty());
     }
 
     /// Three nodes: n1, n2 in zone a, n3 in zone b, each with its hostname.

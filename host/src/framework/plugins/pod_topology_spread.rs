@@ -9,7 +9,6 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use rayon::prelude::*;
 use serde_json::Value;
 
 use crate::framework::interface::MAX_NODE_SCORE;
@@ -22,7 +21,8 @@ use crate::model::selector::LabelSelector;
 use crate::model::{Node, Pod};
 
 use super::helpers::{
-    args_object, json_type, matches_required_node_affinity, reject_unknown, TopologyCounts,
+    args_object, json_type, matches_required_node_affinity, reject_unknown, split_over_nodes,
+    TopologyCounts,
 };
 
 pub const NAME: &str = "PodTopologySpread";
@@ -187,15 +187,8 @@ impl CriticalPaths {
     }
 }
 
-/// Nodes per chunk when PreFilter's count is split over the workers.
-const COUNT_CHUNK: usize = 512;
-
 /// Matching pods per topology pair over `nodes` (the counted ones).
-fn count_nodes<'n>(
-    pod: &Pod,
-    constraints: &[SpreadConstraint],
-    nodes: impl Iterator<Item = &'n NodeInfo>,
-) -> TopologyCounts {
+fn count_nodes(pod: &Pod, constraints: &[SpreadConstraint], nodes: &[&NodeInfo]) -> TopologyCounts {
     let mut counts = TopologyCounts::default();
     // One buffer for every node (no allocation per node).
     let mut per_node: Vec<(&str, i64)> = Vec::with_capacity(constraints.len());
@@ -232,19 +225,13 @@ impl FilterState {
         if constraints.is_empty() {
             return s;
         }
-        s.counts = match pool {
-            // Chunks of nodes over the workers, their counts summed.
-            Some(pool) if snapshot.num_nodes() >= 2 * COUNT_CHUNK => {
-                let nodes: Vec<&NodeInfo> = snapshot.nodes().collect();
-                pool.install(|| {
-                    nodes
-                        .par_chunks(COUNT_CHUNK)
-                        .map(|chunk| count_nodes(pod, &constraints, chunk.iter().copied()))
-                        .reduce(TopologyCounts::default, TopologyCounts::merged)
-                })
-            }
-            _ => count_nodes(pod, &constraints, snapshot.nodes()),
-        };
+        let nodes: Vec<&NodeInfo> = snapshot.nodes().collect();
+        s.counts = split_over_nodes(
+            &nodes,
+            pool,
+            |chunk| count_nodes(pod, &constraints, chunk),
+            TopologyCounts::merged,
+        );
         for c in &constraints {
             // No counted domain: upstream's "infinite" minimum lets every
             // node with the key pass.
