@@ -176,7 +176,7 @@ pub fn node(workload: Workload, i: usize) -> Node {
     let mut labels = json!({"kubernetes.io/hostname": name, "topology.kubernetes.io/zone": zone});
     let mut alloc = json!({"cpu": "4", "memory": "32Gi", "pods": "110"});
     if workload == Workload::ExtendedResources {
-        let (model, memory) = if i % 2 == 0 {
+        let (model, memory) = if i.is_multiple_of(2) {
             ("A100", "40960")
         } else {
             ("H100", "81920")
@@ -281,7 +281,7 @@ pub fn churn(
     placed: &mut Vec<String>,
     rng: &mut StdRng,
 ) -> bool {
-    if !workload.churns() || attempt == 0 || attempt % CHURN_EVERY != 0 {
+    if !workload.churns() || attempt == 0 || !attempt.is_multiple_of(CHURN_EVERY) {
         return false;
     }
     let step = attempt / CHURN_EVERY;

@@ -41,7 +41,9 @@ struct State {
     /// Output of stdout/stderr not yet ended by a newline.
     partial: Vec<u8>,
     dropped_since_note: u64,
-    noted: Instant,
+    /// When a drop was last said (`None`: never, so the first is said at
+    /// once, however short the run).
+    noted: Option<Instant>,
 }
 
 impl PluginLog {
@@ -59,7 +61,7 @@ impl PluginLog {
                         refilled: Instant::now(),
                         partial: Vec::new(),
                         dropped_since_note: 0,
-                        noted: Instant::now(),
+                        noted: None,
                     }),
                 })
             })
@@ -114,9 +116,11 @@ impl PluginLog {
             .plugin_log_dropped_bytes
             .with_label_values(&[&self.plugin])
             .inc_by(n as u64);
-        if now.duration_since(s.noted) >= Duration::from_secs(1) {
+        if s.noted
+            .is_none_or(|t| now.duration_since(t) >= Duration::from_secs(1))
+        {
             let dropped = std::mem::take(&mut s.dropped_since_note);
-            s.noted = now;
+            s.noted = Some(now);
             drop(s);
             tracing::warn!(plugin = %self.plugin, dropped_bytes = dropped, "plugin output over its rate limit; dropped");
         }
