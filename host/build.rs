@@ -9,14 +9,14 @@ use std::process::Command;
 
 const TARGET: &str = "wasm32-wasip2";
 
-/// Reads the registry's table (`src/framework/registry_table.rs`, the one
+/// Reads the registry's table (`engine/src/framework/registry_table.rs`, the one
 /// place a plugin is named): (kind, plugin name, factory or crate).
 macro_rules! registry {
     ($($kind:ident $name:literal => $factory:expr, points: [$($point:ident),*], weight: $w:literal, default: $d:literal;)*) => {
         &[$((stringify!($kind), $name, stringify!($factory))),*]
     };
 }
-const REGISTRY: &[(&str, &str, &str)] = include!("src/framework/registry_table.rs");
+const REGISTRY: &[(&str, &str, &str)] = include!("engine/src/framework/registry_table.rs");
 
 /// Plugin crates built for the tests only (not embedded).
 const TEST_PLUGINS: &[&str] = &["chaos", "gang-quota"];
@@ -50,7 +50,7 @@ fn main() {
         println!("cargo:rerun-if-changed={}", root.join(dir).display());
     }
     println!("cargo:rerun-if-env-changed=WASMSCHED_PLUGIN_TARGET_DIR");
-    println!("cargo:rerun-if-changed=src/framework/registry_table.rs");
+    println!("cargo:rerun-if-changed=engine/src/framework/registry_table.rs");
     println!(
         "cargo:rustc-env=WASMSCHED_CONTRACT_VERSION={}",
         contract_version(&root)

@@ -1,7 +1,7 @@
 //! Kubernetes resource quantities (`500m`, `40Gi`, `1e3`).
 //!
-//! The scheduler compiles this same file (`host/src/model/quantity.rs`
-//! includes it), so a plugin reads a quantity in an annotation or arg
+//! The scheduler uses this same code (`wasmsched_engine::model::quantity`
+//! re-exports it), so a plugin reads a quantity in an annotation or arg
 //! exactly as the scheduler reads a request.
 //!
 //! Hand-written rather than taken from `kube_quantity` because the scheduler

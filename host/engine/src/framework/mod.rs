@@ -1,8 +1,8 @@
 //! The scheduling framework: the extension points (traits), the profile
 //! and the one table of plugins, the cycle, scheduling one pod, the queue
 //! and the scheduler cache, NodeInfo, and the native core plugins. It
-//! knows plugins only through its traits: the wasm adapter lives in
-//! `crate::wasm`.
+//! knows plugins only through its traits: the wasm adapter lives in the
+//! host crate (`wasmsched::wasm`), which this crate does not depend on.
 
 pub mod advisor;
 pub mod cache;
