@@ -236,11 +236,20 @@ pub fn holder_check_due(last: Option<std::time::Instant>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::framework::plugins::testutil::P;
+
+    /// The pod `default/p`.
+    fn pod() -> Pod {
+        let k: K8sPod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "p", "namespace": "default"},
+            "spec": {"containers": [{"name": "c0"}]}
+        }))
+        .unwrap();
+        Pod::from_k8s(&k).unwrap()
+    }
 
     #[test]
     fn lock_values_as_hami_writes_and_reads_them() {
-        let pod = P::new("p").build();
+        let pod = pod();
         let now: Timestamp = "2026-01-01T00:00:00Z".parse().unwrap();
         let v = value(&pod, now);
         assert_eq!(v, "2026-01-01T00:00:00Z,default,p");
@@ -256,7 +265,7 @@ mod tests {
 
     #[test]
     fn a_lock_is_free_when_ours_expired_or_unreadable() {
-        let pod = P::new("p").build();
+        let pod = pod();
         let now: Timestamp = "2026-01-01T00:10:00Z".parse().unwrap();
         let five = Duration::from_secs(300);
         assert_eq!(judge(None, &pod, five, now), Found::Free);
