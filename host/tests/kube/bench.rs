@@ -80,10 +80,11 @@ struct Timing {
 }
 
 /// Starts a scheduler on the prepared cluster and measures the time from
-/// its start until its first binding and until every pod is bound. Bindings are counted from a watch
-/// opened (and listed) before the start: polling a list of 10000 pods
-/// would cost the API server, which shares the machine with the scheduler
-/// measured, more than the scheduler's own requests.
+/// its start until its first binding and until every pod is bound.
+/// Bindings are counted from a watch opened (and listed) before the start:
+/// polling a list of 10000 pods would cost the API server, which shares
+/// the machine with the scheduler measured, about as much as the
+/// scheduler's own requests.
 async fn measure(client: &Client, pods: usize, mut start: impl FnMut() -> Child) -> Timing {
     let api: Api<Pod> = Api::namespaced(client.clone(), NS);
     let mut events = std::pin::pin!(watcher(api, watcher::Config::default()));
