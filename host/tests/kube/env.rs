@@ -125,6 +125,14 @@ pub struct Scheduler {
     pub log: PathBuf,
 }
 
+/// The pod has a node.
+pub fn is_bound(pod: &Pod) -> bool {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_ref())
+        .is_some()
+}
+
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()

@@ -56,11 +56,7 @@ async fn pods(client: &Client) -> Vec<Pod> {
 }
 
 async fn bound_count(client: &Client) -> usize {
-    pods(client)
-        .await
-        .iter()
-        .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some())
-        .count()
+    pods(client).await.iter().filter(|p| is_bound(p)).count()
 }
 
 /// No node holds more cpu requests than it has: no reservation was
