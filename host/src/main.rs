@@ -501,11 +501,7 @@ fn run_scheduler(a: RunArgs) -> Result<ExitCode> {
             Some(p) => anyhow::anyhow!("config {}: {e}", p.display()),
             None => anyhow::anyhow!("built-in config: {e}"),
         })?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
-    let ending = rt.block_on(runtime::run(
+    let ending = runtime::run_blocking(
         scheduler,
         &file,
         &base,
@@ -520,9 +516,7 @@ fn run_scheduler(a: RunArgs) -> Result<ExitCode> {
             bind_delay: a.bind_delay,
             leader_elect: a.leader_elect,
         },
-    ))?;
-    // Plugin instances and watches are not waited for.
-    rt.shutdown_timeout(std::time::Duration::from_secs(1));
+    )?;
     Ok(match ending {
         runtime::Ending::Signal => ExitCode::SUCCESS,
         runtime::Ending::LeaseLost => {
@@ -552,10 +546,7 @@ fn deletion_cost(a: DeletionCostArgs) -> Result<ExitCode> {
     } else {
         dc::Mode::Apply
     };
-    let report = tokio_runtime()?.block_on(async {
-        let client = wasmsched::runtime::client::client(a.kubeconfig.as_deref()).await?;
-        dc::reconcile_once(&client, cfg, &prometheus::Registry::new(), mode).await
-    })?;
+    let report = dc::reconcile_once_blocking(a.kubeconfig.as_deref(), cfg, mode)?;
     match a.output {
         Format::Table => print!("{}", report.table()),
         Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
@@ -582,10 +573,7 @@ fn scale_down_preview(a: PreviewArgs) -> Result<ExitCode> {
         let workload = workload.ok_or_else(|| {
             anyhow::anyhow!("give --workload NS/KIND/NAME (live) or manifest PATHs")
         })?;
-        tokio_runtime()?.block_on(async {
-            let client = wasmsched::runtime::client::client(a.kubeconfig.as_deref()).await?;
-            preview::live(&client, &workload, a.replicas, now).await
-        })?
+        preview::live_blocking(a.kubeconfig.as_deref(), &workload, a.replicas, now)?
     } else {
         let inventory = preview::load_manifests(&a.paths)?;
         let workload = match workload {
@@ -599,13 +587,6 @@ fn scale_down_preview(a: PreviewArgs) -> Result<ExitCode> {
         Format::Json => println!("{}", serde_json::to_string_pretty(&p)?),
     }
     Ok(ExitCode::SUCCESS)
-}
-
-fn tokio_runtime() -> Result<tokio::runtime::Runtime> {
-    Ok(tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?)
 }
 
 /// `wasmsched plugin watch`: the reload machinery of a running scheduler,

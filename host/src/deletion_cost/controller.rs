@@ -409,6 +409,19 @@ pub async fn reconcile_once(
         .await)
 }
 
+/// [`reconcile_once`] with a client from `kubeconfig` (or the in-cluster
+/// configuration) on a runtime of its own: the `deletion-cost` command.
+pub fn reconcile_once_blocking(
+    kubeconfig: Option<&std::path::Path>,
+    cfg: DeletionCostConfig,
+    mode: Mode,
+) -> anyhow::Result<Report> {
+    crate::runtime::tokio_runtime()?.block_on(async {
+        let client = crate::runtime::client::client(kubeconfig).await?;
+        reconcile_once(&client, cfg, &Registry::new(), mode).await
+    })
+}
+
 /// The controller of `wasmsched run`: watches Deployments, ReplicaSets and
 /// Pods, and runs a pass every `cfg.interval` until `shutdown` completes
 /// (for example `async move { let _ = rx.wait_for(|stop| *stop).await; }`

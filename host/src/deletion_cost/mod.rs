@@ -23,7 +23,7 @@ pub mod telemetry;
 pub mod workload;
 
 pub use config::DeletionCostConfig;
-pub use controller::{reconcile_once, run_controller, Controller, Mode};
+pub use controller::{reconcile_once, reconcile_once_blocking, run_controller, Controller, Mode};
 pub use preview::Preview;
 pub use report::Report;
 pub use workload::{Inventory, WorkloadRef};

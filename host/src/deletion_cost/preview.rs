@@ -197,6 +197,21 @@ pub fn load_manifests(paths: &[PathBuf]) -> Result<Inventory, ManifestError> {
     Ok(inventory)
 }
 
+/// [`live`] with a client from `kubeconfig` (or the in-cluster
+/// configuration) on a runtime of its own: the `scale-down-preview`
+/// command's live mode.
+pub fn live_blocking(
+    kubeconfig: Option<&std::path::Path>,
+    workload: &super::workload::WorkloadRef,
+    replicas: u32,
+    now: Timestamp,
+) -> anyhow::Result<Preview> {
+    crate::runtime::tokio_runtime()?.block_on(async {
+        let client = crate::runtime::client::client(kubeconfig).await?;
+        live(&client, workload, replicas, now).await
+    })
+}
+
 /// The preview of a live workload (read through `client`).
 pub async fn live(
     client: &kube::Client,

@@ -176,6 +176,33 @@ fn default_identity() -> String {
     format!("{host}_{suffix:08x}")
 }
 
+/// A multi-threaded tokio runtime with two workers, for the commands that
+/// talk to a cluster.
+pub fn tokio_runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+}
+
+/// [`run`] on a runtime of its own ([`tokio_runtime`]) until it ends: the
+/// `run` command. Plugin instances and watches are given a second to stop,
+/// not waited for. (Blocking here rather than in the binary compiles the
+/// run's futures once, with the library, not again for the binary.)
+pub fn run_blocking(
+    scheduler: Arc<Scheduler>,
+    file: &ConfigFile,
+    base: &Path,
+    settings: RuntimeSettings,
+    deletion_cost: Option<crate::deletion_cost::DeletionCostConfig>,
+    opts: Options,
+) -> anyhow::Result<Ending> {
+    let rt = tokio_runtime()?;
+    let ending = rt.block_on(run(scheduler, file, base, settings, deletion_cost, opts));
+    rt.shutdown_timeout(Duration::from_secs(1));
+    ending
+}
+
 /// Runs the scheduler until a signal or the loss of the lease.
 ///
 /// `deletion_cost`: the deletion-cost controller's configuration, if the

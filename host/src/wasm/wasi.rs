@@ -9,11 +9,15 @@
 //! and every call ends within its deadline (the epoch deadline interrupts
 //! wasm code; no host call waits).
 
-use wasmtime::component::{Component, Linker, Resource};
+use wasmtime::component::{Component, HasData, Linker, Resource, ResourceTable};
 use wasmtime::StoreContextMut;
-use wasmtime_wasi::clocks::WasiClocksView;
+use wasmtime_wasi::cli::{WasiCli, WasiCliView};
+use wasmtime_wasi::clocks::{WasiClocks, WasiClocksView};
+use wasmtime_wasi::filesystem::{WasiFilesystem, WasiFilesystemView};
 use wasmtime_wasi::p2::bindings::clocks::monotonic_clock::Host as MonotonicClock;
 use wasmtime_wasi::p2::DynPollable;
+use wasmtime_wasi::random::{WasiRandom, WasiRandomCtx};
+use wasmtime_wasi::WasiView;
 
 use super::engine::engine;
 use super::instance::HostState;
@@ -67,15 +71,55 @@ pub fn forbidden_message(import: &str) -> String {
     )
 }
 
-/// WASI (as above) into `linker`.
+/// WASI (as above) into `linker`: the allowed interfaces only. A socket
+/// import is refused at load, so the sockets are not linked at all (nor
+/// compiled into the host: wasmtime-wasi's glue for them was a tenth of
+/// the host crate's generated code).
 pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
-    wasmtime_wasi::p2::add_to_linker_sync(linker)?;
-    linker.allow_shadowing(true);
-    let mut clock = linker.instance(&format!("wasi:clocks/monotonic-clock@{WASI_VERSION}"))?;
+    use wasmtime_wasi::p2::bindings::{cli, clocks, filesystem, random, sync};
+    type T = HostState;
+    let l = linker;
+    sync::io::error::add_to_linker::<T, Io>(l, io_table)?;
+    sync::io::poll::add_to_linker::<T, Io>(l, io_table)?;
+    sync::io::streams::add_to_linker::<T, Io>(l, io_table)?;
+    clocks::wall_clock::add_to_linker::<T, WasiClocks>(l, T::clocks)?;
+    clocks::monotonic_clock::add_to_linker::<T, WasiClocks>(l, T::clocks)?;
+    filesystem::preopens::add_to_linker::<T, WasiFilesystem>(l, T::filesystem)?;
+    sync::filesystem::types::add_to_linker::<T, WasiFilesystem>(l, T::filesystem)?;
+    random::random::add_to_linker::<T, WasiRandom>(l, random_ctx)?;
+    random::insecure::add_to_linker::<T, WasiRandom>(l, random_ctx)?;
+    random::insecure_seed::add_to_linker::<T, WasiRandom>(l, random_ctx)?;
+    cli::exit::add_to_linker::<T, WasiCli>(l, T::cli)?;
+    cli::environment::add_to_linker::<T, WasiCli>(l, T::cli)?;
+    cli::stdin::add_to_linker::<T, WasiCli>(l, T::cli)?;
+    cli::stdout::add_to_linker::<T, WasiCli>(l, T::cli)?;
+    cli::stderr::add_to_linker::<T, WasiCli>(l, T::cli)?;
+    cli::terminal_input::add_to_linker::<T, WasiCli>(l, T::cli)?;
+    cli::terminal_output::add_to_linker::<T, WasiCli>(l, T::cli)?;
+    cli::terminal_stdin::add_to_linker::<T, WasiCli>(l, T::cli)?;
+    cli::terminal_stdout::add_to_linker::<T, WasiCli>(l, T::cli)?;
+    cli::terminal_stderr::add_to_linker::<T, WasiCli>(l, T::cli)?;
+    l.allow_shadowing(true);
+    let mut clock = l.instance(&format!("wasi:clocks/monotonic-clock@{WASI_VERSION}"))?;
     clock.func_wrap("subscribe-duration", |cx, (_d,): (u64,)| ready(cx))?;
     clock.func_wrap("subscribe-instant", |cx, (_t,): (u64,)| ready(cx))?;
-    linker.allow_shadowing(false);
+    l.allow_shadowing(false);
     Ok(())
+}
+
+/// `wasi:io`'s view of the store: its resource table.
+struct Io;
+
+impl HasData for Io {
+    type Data<'a> = &'a mut ResourceTable;
+}
+
+fn io_table(state: &mut HostState) -> &mut ResourceTable {
+    state.ctx().table
+}
+
+fn random_ctx(state: &mut HostState) -> &mut WasiRandomCtx {
+    state.ctx().ctx.random()
 }
 
 /// A clock subscription that is ready at once: sleeping does not block.
