@@ -71,10 +71,10 @@ pub fn forbidden_message(import: &str) -> String {
     )
 }
 
-/// WASI (as above) into `linker`: the allowed interfaces only. A socket
-/// import is refused at load, so the sockets are not linked at all (nor
-/// compiled into the host: wasmtime-wasi's glue for them was a tenth of
-/// the host crate's generated code).
+/// WASI (as above) into `linker`: the allowed interfaces only, one by one
+/// (wasmtime-wasi's `add_to_linker_sync` as of 48.0, without the sockets).
+/// A socket import is refused at load, so the sockets are neither linked
+/// nor compiled into the host.
 pub fn add_to_linker(linker: &mut Linker<HostState>) -> wasmtime::Result<()> {
     use wasmtime_wasi::p2::bindings::{cli, clocks, filesystem, random, sync};
     type T = HostState;
