@@ -177,7 +177,7 @@ impl Inventory {
                 ResolvedReplicaSet {
                     namespace: namespace.to_string(),
                     name: name.to_string(),
-                    replicas: rs.spec.as_ref().and_then(|s| s.replicas),
+                    replicas: rs.spec.replicas,
                     deployment: self
                         .deployment_of(rs)
                         .map(|d| name_of(&d.metadata).to_string())
@@ -240,7 +240,7 @@ impl Inventory {
                     .iter()
                     .copied()
                     .filter(|rs| {
-                        rs.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1) > 0
+                        rs.spec.replicas.unwrap_or(1) > 0
                             || self
                                 .pods_controlled_by(ns, name_of(&rs.metadata), Some(rs))
                                 .iter()

@@ -57,7 +57,7 @@ impl DisruptionBudget {
         let status = pdb.status.as_ref();
         Ok(Self {
             selector,
-            disruptions_allowed: status.map_or(0, |s| s.disruptions_allowed),
+            disruptions_allowed: status.and_then(|s| s.disruptions_allowed).unwrap_or(0),
             disrupted: status
                 .and_then(|s| s.disrupted_pods.as_ref())
                 .map(|m| m.keys().cloned().collect())

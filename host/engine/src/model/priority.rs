@@ -52,7 +52,7 @@ impl PriorityClass {
             .transpose()
             .map_err(|c| err("preemptionPolicy", c))?;
         Ok(Self {
-            value: pc.value,
+            value: pc.value.unwrap_or(0),
             global_default: pc.global_default.unwrap_or(false),
             preemption_policy,
             name,
