@@ -48,6 +48,21 @@ pub fn table(report: &Report) -> String {
             ));
         }
     }
+    if !report.gated.is_empty() {
+        out.push_str(&format!(
+            "\nGated {} pod(s) (not attempted while a scheduling gate is left):\n",
+            report.gated.len()
+        ));
+        for g in &report.gated {
+            let gates: Vec<String> = g.gates.iter().map(|x| Escaped(x).to_string()).collect();
+            out.push_str(&format!(
+                "  {}/{}: {}\n",
+                Escaped(&g.namespace),
+                Escaped(&g.pod),
+                gates.join(", ")
+            ));
+        }
+    }
     if !report.preemptions.is_empty() {
         out.push_str(&format!("\nPreemptions ({}):\n", report.preemptions.len()));
         for p in &report.preemptions {

@@ -49,6 +49,16 @@ pub struct UnschedulablePod {
     pub profile: String,
 }
 
+/// A pod held by its `spec.schedulingGates` (Kueue's admission gate,
+/// for example): never attempted while a gate is left.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct GatedPod {
+    pub namespace: String,
+    pub pod: String,
+    /// The gates left, in spec order.
+    pub gates: Vec<String>,
+}
+
 /// A preemption that happened in the run: the victims were evicted and
 /// the preemptor nominated to the node (where it goes once they are gone,
 /// unless something else changes).
@@ -79,6 +89,9 @@ pub struct PluginHealth {
 pub struct Report {
     pub scheduled: Vec<ScheduledPod>,
     pub unschedulable: Vec<UnschedulablePod>,
+    /// Pods held by scheduling gates (not attempted, not unschedulable).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub gated: Vec<GatedPod>,
     /// Preemptions, in the order they happened.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub preemptions: Vec<Preemption>,
@@ -518,6 +531,16 @@ impl<'a> Simulation<'a> {
                 profile,
             });
         }
+        let mut gated: Vec<&Arc<Pod>> = self.cache.queue.gated_pods().collect();
+        gated.sort_by_key(|p| p.key());
+        self.report.gated = gated
+            .into_iter()
+            .map(|p| GatedPod {
+                namespace: p.namespace.clone(),
+                pod: p.name.clone(),
+                gates: p.scheduling_gates.clone(),
+            })
+            .collect();
         self.report.plugin_health = plugin_health(self.scheduler);
         self.report.traffic = traffic(&self.cache.snapshot);
         self.report.gpu_devices = crate::gpu_sharing::devices(&self.cache.snapshot);

@@ -188,8 +188,7 @@ fn explain_gpu_pod_lists_every_node_winner_first() {
         "{}",
         row("gpu-t4-2")
     );
-    assert!(row("gpu-a100-80g")
-        .contains("TaintToleration: node(s) had untolerated taint {dedicated: training}"));
+    assert!(row("gpu-a100-80g").contains("TaintToleration: node(s) had untolerated taint(s)"));
     for n in ["cpu-1", "cpu-2"] {
         assert!(
             row(n).contains("NodeResourcesFit: Insufficient nvidia.com/gpu"),
@@ -231,7 +230,7 @@ fn explain_as_json_carries_every_verdict() {
     assert_eq!(verdicts["TaintToleration"]["verdict"], "reject");
     assert_eq!(
         verdicts["TaintToleration"]["reason"],
-        "node(s) had untolerated taint {dedicated: infra}"
+        "node(s) had untolerated taint(s)"
     );
     assert_eq!(verdicts["NodeResourcesFit"]["reason"], "Insufficient cpu");
     assert_eq!(verdicts["NodeUnschedulable"]["verdict"], "pass");
@@ -311,7 +310,7 @@ fn table_output_of_a_small_cluster() {
         .collect();
     assert_eq!(row, ["apps/medium", "big", "-"]);
     assert!(o.stdout.contains(
-        "\nUnschedulable 1 pod(s):\n  apps/huge: 0/3 nodes are available: 1 node(s) had untolerated taint {dedicated: infra}, 2 Insufficient cpu.\n"
+        "\nUnschedulable 1 pod(s):\n  apps/huge: 0/3 nodes are available: 1 node(s) had untolerated taint(s), 2 Insufficient cpu. preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.\n"
     ), "{}", o.stdout);
     assert!(o.stdout.ends_with("\n1 pending pod(s) name a schedulerName no profile serves (use --all-pods to include them).\n"), "{}", o.stdout);
 }

@@ -161,7 +161,9 @@ fn higher_priority_wins_the_last_slot_even_when_younger() {
         failures(&r),
         [(
             "default/old-low".to_string(),
-            "0/1 nodes are available: 1 Insufficient cpu.".to_string()
+            "0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: \
+             1 No preemption victims found for incoming pod."
+                .to_string()
         )]
         .into()
     );
@@ -226,7 +228,8 @@ fn each_placement_is_seen_by_the_next_pod() {
     assert_eq!(r.unschedulable[0].pod, "p3");
     assert_eq!(
         r.unschedulable[0].message,
-        "0/1 nodes are available: 1 Insufficient cpu."
+        "0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: \
+         1 No preemption victims found for incoming pod."
     );
     assert_eq!(r.unschedulable[0].profile, SCHED);
 }
@@ -247,7 +250,8 @@ fn bound_pods_use_capacity_and_finished_pods_do_not() {
     assert_eq!(scheduled_order(&r), ["default/fits"]);
     assert_eq!(
         failures(&r)["default/too-much"],
-        "0/1 nodes are available: 1 Insufficient cpu."
+        "0/1 nodes are available: 1 Insufficient cpu. preemption: 0/1 nodes are available: \
+         1 No preemption victims found for incoming pod."
     );
 }
 
@@ -290,9 +294,11 @@ fn fit_error_of_a_mixed_cluster_is_sorted_as_strings() {
         r.unschedulable[0].message,
         "0/14 nodes are available: \
          1 node(s) didn't match Pod's node affinity/selector, \
-         1 node(s) had untolerated taint {dedicated: batch}, \
+         1 node(s) had untolerated taint(s), \
          10 Insufficient memory, \
-         2 node(s) were unschedulable."
+         2 node(s) were unschedulable. \
+         preemption: 0/14 nodes are available: \
+         14 Preemption is not helpful for scheduling."
     );
 }
 
@@ -313,7 +319,8 @@ fn a_node_short_of_several_resources_counts_each() {
     let r = simulate(&s, nodes, vec![pod]);
     assert_eq!(
         r.unschedulable[0].message,
-        "0/2 nodes are available: 1 Insufficient cpu, 2 Insufficient memory."
+        "0/2 nodes are available: 1 Insufficient cpu, 2 Insufficient memory. \
+         preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
     );
 }
 
@@ -392,7 +399,8 @@ fn affinity_to_a_pod_that_never_comes_stays_unschedulable() {
     assert_eq!(scheduled_order(&r), ["default/other"]);
     assert_eq!(
         failures(&r)["default/lonely"],
-        "0/2 nodes are available: 2 node(s) didn't match pod affinity rules."
+        "0/2 nodes are available: 2 node(s) didn't match pod affinity rules. \
+         preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
     );
 }
 
@@ -580,10 +588,11 @@ fn a_pod_whose_claim_is_missing_is_unschedulable_as_upstream_says() {
         vec![pvc, scratch, ephemeral],
     );
     assert_eq!(scheduled_order(&r), ["default/with-emptydir"]);
-    // kube-scheduler 1.20's VolumeBinding PreFilter: every node gets it.
+    // VolumeBinding's PreFilter: the pod's reason, no count; kube-scheduler
+    // 1.37's PostFilter then adds "not found" (docs/compatibility.md).
     assert_eq!(
         failures(&r)["default/with-pvc"],
-        "0/2 nodes are available: 2 persistentvolumeclaim \"my-claim\" not found."
+        "0/2 nodes are available: persistentvolumeclaim \"my-claim\" not found. not found"
     );
     assert_eq!(
         failures(&r)["default/with-ephemeral"],
@@ -660,11 +669,20 @@ fn two_profiles_route_pods_by_scheduler_name() {
         .collect();
     assert_eq!(
         by_pod["strict-pod"],
-        ("strict", "0/2 nodes are available: 1 node(s) had untolerated taint {dedicated: x}, 1 node(s) were unschedulable.")
+        (
+            "strict",
+            "0/2 nodes are available: 1 node(s) had untolerated taint(s), \
+             1 node(s) were unschedulable. preemption: 0/2 nodes are available: \
+             2 Preemption is not helpful for scheduling."
+        )
     );
     assert_eq!(
         by_pod["loose-big"],
-        ("fit-only", "0/2 nodes are available: 2 Insufficient cpu.")
+        (
+            "fit-only",
+            "0/2 nodes are available: 2 Insufficient cpu. preemption: \
+             0/2 nodes are available: 2 Preemption is not helpful for scheduling."
+        )
     );
 }
 
@@ -803,8 +821,9 @@ fn gpu_example_places_pods_by_gpu_model_and_free_gpus() {
     );
     assert_eq!(
         f["ml/huge-job"],
-        "0/8 nodes are available: 1 node(s) had untolerated taint {dedicated: training}, \
-         1 node(s) were unschedulable, 6 Insufficient nvidia.com/gpu."
+        "0/8 nodes are available: 1 node(s) had untolerated taint(s), \
+         1 node(s) were unschedulable, 6 Insufficient nvidia.com/gpu. \
+         preemption: 0/8 nodes are available: 8 Preemption is not helpful for scheduling."
     );
     // The tolerating pod gets the dedicated node; T4 pods go to T4 nodes.
     assert_eq!(p["ml/llm-finetune"], "gpu-a100-80g");
@@ -814,4 +833,77 @@ fn gpu_example_places_pods_by_gpu_model_and_free_gpus() {
     assert_eq!(r.ignored, 1);
     assert!(!p.contains_key("web/web-frontend"));
     assert!(r.plugin_health.is_empty(), "{:?}", r.plugin_health);
+}
+
+// ------------------------------------------------- gates and sidecars
+
+/// A pod gated by Kueue is held, listed as gated and never attempted;
+/// the same pod without its gate is scheduled (upstream's
+/// SchedulingGates PreEnqueue plugin).
+#[test]
+fn gated_pods_are_listed_as_gated_not_unschedulable() {
+    let nodes = vec![NodeB::new("n1")
+        .alloc(&[("cpu", "4"), ("pods", "10")])
+        .build()];
+    let gated = PodB::new("gated")
+        .cpu("1")
+        .spec(
+            "schedulingGates",
+            json!([{"name": "kueue.x-k8s.io/admission"}]),
+        )
+        .build();
+    let free = PodB::new("free").cpu("1").build();
+    let s = build(&native_config(), 0);
+    let r = simulate::run(&s, manifests(nodes, vec![gated, free]), &Default::default()).unwrap();
+    assert_eq!(placements(&r).keys().collect::<Vec<_>>(), ["default/free"]);
+    assert!(r.unschedulable.is_empty(), "{:?}", r.unschedulable);
+    assert_eq!(r.gated.len(), 1);
+    assert_eq!(r.gated[0].pod, "gated");
+    assert_eq!(r.gated[0].gates, ["kueue.x-k8s.io/admission"]);
+    let text = wasmsched::output::table(&r);
+    assert!(
+        text.contains("Gated 1 pod(s)") && text.contains("default/gated: kueue.x-k8s.io/admission"),
+        "{text}"
+    );
+}
+
+/// A native sidecar's requests count (the issue's case: a 1500m app and
+/// a 600m sidecar do not fit a 2-cpu node, and fit a 3-cpu one).
+#[test]
+fn native_sidecars_count_towards_the_pods_requests() {
+    let nodes = vec![
+        NodeB::new("small")
+            .alloc(&[("cpu", "2"), ("pods", "10")])
+            .build(),
+        NodeB::new("big")
+            .alloc(&[("cpu", "3"), ("pods", "10")])
+            .build(),
+    ];
+    let pod = PodB::new("app")
+        .cpu("1500m")
+        .spec(
+            "initContainers",
+            json!([{"name": "proxy", "image": "x", "restartPolicy": "Always",
+                    "resources": {"requests": {"cpu": "600m"}}}]),
+        )
+        .build();
+    let s = build(&native_config(), 0);
+    let r = simulate::run(
+        &s,
+        manifests(nodes.clone(), vec![pod.clone()]),
+        &Default::default(),
+    )
+    .unwrap();
+    assert_eq!(placements(&r)["default/app"], "big");
+    let r = simulate::run(
+        &s,
+        manifests(vec![nodes[0].clone()], vec![pod]),
+        &Default::default(),
+    )
+    .unwrap();
+    let message = &r.unschedulable[0].message;
+    assert!(
+        message.starts_with("0/1 nodes are available: 1 Insufficient cpu."),
+        "{message}"
+    );
 }

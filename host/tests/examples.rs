@@ -180,7 +180,9 @@ fn training_workers_land_where_their_dataset_is() {
         assert_eq!(
             r.unschedulable[0].message,
             "0/4 nodes are available: 1 node(s) didn't find available persistent volumes \
-             to bind, 3 Insufficient nvidia.com/gpu."
+             to bind, 3 Insufficient nvidia.com/gpu. preemption: 0/4 nodes are available: \
+             2 No preemption victims found for incoming pod, \
+             2 Preemption is not helpful for scheduling."
         );
     }
 }

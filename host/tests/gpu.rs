@@ -93,7 +93,9 @@ fn fragmentation(r: &simulate::Report) -> (usize, usize) {
     for u in &r.unschedulable {
         assert!(u.pod.starts_with("job-"), "{u:?}");
         assert_eq!(
-            u.message, "0/8 nodes are available: 8 Insufficient nvidia.com/gpu.",
+            u.message,
+            "0/8 nodes are available: 8 Insufficient nvidia.com/gpu. preemption: \
+             0/8 nodes are available: 8 No preemption victims found for incoming pod.",
             "{u:?}"
         );
     }

@@ -81,7 +81,8 @@ fn fractional_pods_pack_and_training_jobs_find_whole_nodes() {
             assert!(u.pod.starts_with("train-"), "{u:?}");
             assert_eq!(
                 u.message,
-                "0/6 nodes are available: 6 Insufficient GPU memory."
+                "0/6 nodes are available: 6 Insufficient GPU memory. preemption: \
+                 0/6 nodes are available: 6 No preemption victims found for incoming pod."
             );
         }
     }

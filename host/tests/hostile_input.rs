@@ -340,7 +340,8 @@ fn a_node_with_allocatable_pods_zero_takes_no_pod() {
     let r = common::simulate(&scheduler, vec![full], vec![PodB::new("p").build()]);
     assert_eq!(
         failures(&r)["default/p"],
-        "0/1 nodes are available: 1 Too many pods."
+        "0/1 nodes are available: 1 Too many pods. preemption: \
+         0/1 nodes are available: 1 No preemption victims found for incoming pod."
     );
     // A node that states no pod capacity gets kubelet's default (110).
     let mut unstated = NodeB::new("unstated");

@@ -183,7 +183,10 @@ impl VisitMut for Collector<'_> {
     }
 
     fn visit_item_use_mut(&mut self, u: &mut syn::ItemUse) {
-        let public = matches!(u.vis, syn::Visibility::Public(_) | syn::Visibility::Restricted(_));
+        let public = matches!(
+            u.vis,
+            syn::Visibility::Public(_) | syn::Visibility::Restricted(_)
+        );
         let tree = u.tree.clone();
         self.use_tree(&[], &tree, public);
     }
@@ -226,8 +229,7 @@ fn parse_crate(root: &Path) -> Crate {
         for item in &ast.items {
             if let syn::Item::Mod(md) = item {
                 let is_test = md.attrs.iter().any(|a| {
-                    a.path().is_ident("cfg")
-                        && a.meta.to_token_stream_string().contains("test")
+                    a.path().is_ident("cfg") && a.meta.to_token_stream_string().contains("test")
                 });
                 if !is_test {
                     m.children.insert(md.ident.to_string());
@@ -425,7 +427,9 @@ fn the_engine_has_no_import_circles() {
 
 #[test]
 fn the_wasm_host_has_no_import_circles() {
-    let found = check(&host_dir().join("src"), |m| m == "wasm" || m.starts_with("wasm::"));
+    let found = check(&host_dir().join("src"), |m| {
+        m == "wasm" || m.starts_with("wasm::")
+    });
     assert!(
         found.is_empty(),
         "import circles in host/src/wasm (each line: module -> the modules of its circle it uses):\n{}",
@@ -439,10 +443,22 @@ fn the_wasm_host_has_no_import_circles() {
 fn a_circle_is_found() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
-    std::fs::write(root.join("lib.rs"), "pub mod a;\npub mod b;\npub mod c;\npub use a::A;\n").unwrap();
+    std::fs::write(
+        root.join("lib.rs"),
+        "pub mod a;\npub mod b;\npub mod c;\npub use a::A;\n",
+    )
+    .unwrap();
     std::fs::write(root.join("a.rs"), "use crate::b::B;\npub struct A(B);\n").unwrap();
-    std::fs::write(root.join("b.rs"), "pub struct B;\nimpl B { fn f(_: crate::c::C) {} }\n").unwrap();
-    std::fs::write(root.join("c.rs"), "pub struct C;\nimpl C { fn g() -> crate::A { todo!() } }\n").unwrap();
+    std::fs::write(
+        root.join("b.rs"),
+        "pub struct B;\nimpl B { fn f(_: crate::c::C) {} }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("c.rs"),
+        "pub struct C;\nimpl C { fn g() -> crate::A { todo!() } }\n",
+    )
+    .unwrap();
     let found = check(root, |_| true);
     assert_eq!(found.len(), 1, "{found:?}");
     assert!(found[0].contains("a (") && found[0].contains("b (") && found[0].contains("c ("));
@@ -451,11 +467,7 @@ fn a_circle_is_found() {
     assert!(check(root, |_| true).is_empty());
     // A child using its parent's item is a circle when the parent uses it.
     std::fs::create_dir(root.join("p")).unwrap();
-    std::fs::write(
-        root.join("lib.rs"),
-        "pub mod p;\n",
-    )
-    .unwrap();
+    std::fs::write(root.join("lib.rs"), "pub mod p;\n").unwrap();
     for f in ["a.rs", "b.rs", "c.rs"] {
         std::fs::remove_file(root.join(f)).unwrap();
     }

@@ -130,7 +130,7 @@ fn the_rust_policy_places_pods_by_class() {
     assert_eq!(
         failed.get("shop/web-0").map(String::as_str),
         Some(
-            "0/6 nodes are available: invalid label wasmsched.io/workload-class=\"web\": expected batch or latency-critical."
+            "0/6 nodes are available: invalid label wasmsched.io/workload-class=\"web\": expected batch or latency-critical. not found"
         ),
         "{failed:?}"
     );

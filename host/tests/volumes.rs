@@ -138,7 +138,8 @@ fn a_stateful_set_of_claims_lands_on_its_local_volumes() {
     assert_eq!(p["web-2"], "n0");
     assert_eq!(
         unschedulable(&r)["web-3"],
-        "0/3 nodes are available: 3 node(s) didn't find available persistent volumes to bind."
+        "0/3 nodes are available: 3 node(s) didn't find available persistent volumes to bind. \
+         preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
     );
 }
 
@@ -161,7 +162,8 @@ fn two_pods_competing_for_one_volume_get_it_once() {
     let u = unschedulable(&r);
     assert_eq!(
         u.values().next().unwrap(),
-        "0/2 nodes are available: 2 node(s) didn't find available persistent volumes to bind."
+        "0/2 nodes are available: 2 node(s) didn't find available persistent volumes to bind. \
+         preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
     );
 }
 
@@ -224,11 +226,11 @@ fn claims_without_their_class_or_volume_wait_with_upstream_messages() {
     let u = unschedulable(&r);
     assert_eq!(
         u["needs-class"],
-        "0/2 nodes are available: 2 pod has unbound immediate PersistentVolumeClaims."
+        "0/2 nodes are available: pod has unbound immediate PersistentVolumeClaims. not found"
     );
     assert_eq!(
         u["needs-claim"],
-        "0/2 nodes are available: 2 persistentvolumeclaim \"nowhere\" not found."
+        "0/2 nodes are available: persistentvolumeclaim \"nowhere\" not found. not found"
     );
 }
 
@@ -254,7 +256,8 @@ fn csi_attach_limits_count_the_volumes_a_node_already_has() {
     for m in u.values() {
         assert_eq!(
             m,
-            "0/1 nodes are available: 1 node(s) exceed max volume count."
+            "0/1 nodes are available: 1 node(s) exceed max volume count. preemption: \
+             0/1 nodes are available: 1 No preemption victims found for incoming pod."
         );
     }
 }

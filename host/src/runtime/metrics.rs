@@ -178,6 +178,9 @@ impl SchedulerMetrics {
         self.pending_pods
             .with_label_values(&["unschedulable"])
             .set(q.unschedulable as i64);
+        self.pending_pods
+            .with_label_values(&["gated"])
+            .set(q.gated as i64);
     }
 }
 

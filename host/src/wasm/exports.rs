@@ -7,7 +7,7 @@ use wasmtime::component::{Instance, InstancePre};
 use wasmtime::Store;
 
 use super::bindings::{current, types as wit, v0_1};
-use super::instance::HostState;
+use super::state::HostState;
 
 /// The contract minor a component was built against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

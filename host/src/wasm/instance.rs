@@ -1,11 +1,9 @@
 //! One live instance of a plugin: its store, limits and resident state.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use wasmtime::component::ResourceTable;
-use wasmtime::{ResourceLimiter, Store};
-use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+use wasmtime::Store;
+use wasmtime_wasi::WasiCtxBuilder;
 
 use super::bindings::types as wit;
 use super::engine::{engine, ticks};
@@ -13,79 +11,8 @@ use super::error::{FailureKind, PluginFailure};
 use super::exports::{Funcs, Minor};
 use super::interests::Interests;
 use super::module::PluginModule;
-use super::output::{GuestOutput, Level, PluginLog};
-
-/// Caps a store's linear memories and tables, and remembers whether it had
-/// to refuse growth (so the resulting trap is reported as a memory error)
-/// and how large the memories are.
-pub struct Limiter {
-    max_memory: usize,
-    pub hit: bool,
-    /// Bytes of linear memory the instance has (all its memories).
-    pub memory: usize,
-}
-
-impl ResourceLimiter for Limiter {
-    fn memory_growing(
-        &mut self,
-        current: usize,
-        desired: usize,
-        _max: Option<usize>,
-    ) -> wasmtime::Result<bool> {
-        if desired > self.max_memory {
-            self.hit = true;
-            return Ok(false);
-        }
-        self.memory = self.memory.saturating_add(desired.saturating_sub(current));
-        Ok(true)
-    }
-
-    fn table_growing(
-        &mut self,
-        _current: usize,
-        desired: usize,
-        _max: Option<usize>,
-    ) -> wasmtime::Result<bool> {
-        Ok(desired <= 1_000_000)
-    }
-}
-
-/// The data of a plugin's store.
-pub struct HostState {
-    wasi: WasiCtx,
-    table: ResourceTable,
-    pub(crate) limiter: Limiter,
-    log: Arc<PluginLog>,
-}
-
-impl WasiView for HostState {
-    fn ctx(&mut self) -> WasiCtxView<'_> {
-        WasiCtxView {
-            ctx: &mut self.wasi,
-            table: &mut self.table,
-        }
-    }
-}
-
-impl super::bindings::current::wasmsched::plugin::types::Host for HostState {}
-
-impl super::bindings::v0_1::wasmsched::plugin::host::Host for HostState {
-    fn log(&mut self, level: wit::LogLevel, message: String) {
-        super::bindings::current::wasmsched::plugin::host::Host::log(self, level, message)
-    }
-}
-
-impl super::bindings::current::wasmsched::plugin::host::Host for HostState {
-    fn log(&mut self, level: wit::LogLevel, message: String) {
-        let level = match level {
-            wit::LogLevel::Debug => Level::Debug,
-            wit::LogLevel::Info => Level::Info,
-            wit::LogLevel::Warn => Level::Warn,
-            wit::LogLevel::Error => Level::Error,
-        };
-        self.log.record(level, &message);
-    }
-}
+use super::output::{GuestOutput, PluginLog};
+use super::state::HostState;
 
 /// Limits of one plugin's instances.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -139,16 +66,7 @@ impl Instance {
         // `simulate`'s results.
         wasi.stdout(GuestOutput(log.clone()))
             .stderr(GuestOutput(log.clone()));
-        let state = HostState {
-            wasi: wasi.build(),
-            table: ResourceTable::new(),
-            limiter: Limiter {
-                max_memory: limits.memory,
-                hit: false,
-                memory: 0,
-            },
-            log,
-        };
+        let state = HostState::new(wasi.build(), limits.memory, log);
         let mut store = Store::new(engine(), state);
         store.limiter(|s| &mut s.limiter);
         store.set_epoch_deadline(ticks(limits.init_timeout));

@@ -18,6 +18,7 @@ pub mod output;
 pub mod plugin;
 pub mod preemption;
 pub mod source;
+pub mod state;
 pub mod wasi;
 
 pub use cache::{CompileReport, DiskCache, Origin};

@@ -12,7 +12,7 @@ use wasmtime::component::{Component, InstancePre, Linker};
 use super::cache::{CompileReport, DiskCache, Lookup, Origin};
 use super::engine::engine;
 use super::exports::{Exports, Indices, Minor};
-use super::instance::HostState;
+use super::state::HostState;
 
 /// The contract version this host implements, as the `package` line of
 /// `wit/plugin.wit` states it (read by `host/build.rs`).

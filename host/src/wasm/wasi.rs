@@ -20,7 +20,7 @@ use wasmtime_wasi::random::{WasiRandom, WasiRandomCtx};
 use wasmtime_wasi::WasiView;
 
 use super::engine::engine;
-use super::instance::HostState;
+use super::state::HostState;
 
 /// The interfaces a policy may import (any 0.2.x version of WASI).
 pub const ALLOWED: &[&str] = &[

@@ -141,7 +141,7 @@ async fn bench_against_kube_scheduler() {
     std::fs::write(
         &kube_cfg,
         format!(
-            "apiVersion: kubescheduler.config.k8s.io/v1beta1\nkind: KubeSchedulerConfiguration\n\
+            "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n\
              clientConnection: {{kubeconfig: {kubeconfig}, qps: {qps}, burst: {burst}}}\n\
              leaderElection: {{leaderElect: false}}\nprofiles:\n- schedulerName: {SCHED}\n",
             burst = qps * 2

@@ -227,17 +227,18 @@ impl Drop for Scheduler {
     }
 }
 
-/// Starts kube-scheduler 1.20.2 (built with the API server by
-/// `scripts/test-servers`) with the KubeSchedulerConfiguration `config`,
-/// logging into `log` at klog level `verbosity` (10 prints every plugin's
-/// scores); serving on a free port, authenticating against the test API
-/// server.
+/// Starts kube-scheduler (the version `scripts/test-servers` built, in
+/// `WASMSCHED_TEST_KUBE_BIN`) with the KubeSchedulerConfiguration
+/// `config` (`kubescheduler.config.k8s.io/v1`), logging into `log` at
+/// klog level `verbosity` (10 prints every plugin's scores); serving
+/// healthz and metrics on a free secure port only, authenticating against
+/// the test API server.
 pub fn kube_scheduler(config: &Path, log: &Path, verbosity: u8) -> Child {
     let bin = std::env::var("WASMSCHED_TEST_KUBE_BIN").expect("WASMSCHED_TEST_KUBE_BIN");
     Command::new(format!("{bin}/kube-scheduler"))
-        .arg(format!("--config={}", on_free_ports(config).display()))
+        .arg(format!("--config={}", config.display()))
+        .arg("--bind-address=127.0.0.1")
         .arg(format!("--secure-port={}", free_port()))
-        .arg("--port=0")
         .arg(format!(
             "--authentication-kubeconfig={}",
             env().kubeconfig.display()
@@ -251,27 +252,6 @@ pub fn kube_scheduler(config: &Path, log: &Path, verbosity: u8) -> Child {
         .stderr(std::fs::File::create(log).unwrap())
         .spawn()
         .expect("spawn kube-scheduler")
-}
-
-/// `config` with its insecure healthz and metrics port on a free loopback
-/// port, unless it names one: with a config file kube-scheduler 1.20
-/// ignores `--port=0` and would take 0.0.0.0:10251, which another
-/// kube-scheduler (a test running beside this one) may hold.
-fn on_free_ports(config: &Path) -> PathBuf {
-    let mut text = std::fs::read_to_string(config).unwrap();
-    if text.contains("healthzBindAddress") {
-        return config.to_path_buf();
-    }
-    let insecure = format!("127.0.0.1:{}", free_port());
-    if !text.ends_with('\n') {
-        text.push('\n');
-    }
-    text.push_str(&format!(
-        "healthzBindAddress: {insecure}\nmetricsBindAddress: {insecure}\n"
-    ));
-    let out = config.with_extension("ports.yaml");
-    std::fs::write(&out, text).unwrap();
-    out
 }
 
 /// The API server's admin token (group system:masters).

@@ -1,5 +1,6 @@
-//! `wasmsched run` against a real kube-apiserver and etcd (Kubernetes
-//! 1.20.2 built from Debian's source by `scripts/test-servers`).
+//! `wasmsched run` against a real kube-apiserver and etcd (the Kubernetes
+//! release in scripts/servers/versions, built from the Go module proxy by
+//! `scripts/test-servers`).
 
 // Each test owns its runtime; `env::serial()` is a std mutex held for a
 // whole test so tests on different runtimes take turns on the shared API
@@ -15,6 +16,7 @@ mod differential;
 mod env;
 mod faults;
 mod gangs;
+mod gates;
 mod hami;
 mod preemption;
 mod serving;

@@ -1,7 +1,7 @@
 //! Preemption against the real API server, compared with kube-scheduler
-//! 1.20.2: for each scenario the same cluster (nodes, bound pods with
+//! (the version scripts/test-servers builds, 1.37): for each scenario the same cluster (nodes, bound pods with
 //! PriorityClasses and start times, PodDisruptionBudgets in
-//! `policy/v1beta1` with their status set, as the disruption controller
+//! `policy/v1` with their status set, as the disruption controller
 //! would) is built, one scheduler runs, a preemptor is created, and what
 //! the scheduler did is read back from the API: the preemptor's
 //! `status.nominatedNodeName` and the pods it evicted, or its
@@ -9,7 +9,7 @@
 //! one where upstream's choice is deterministic (start times break the
 //! ties upstream leaves to map order).
 //!
-//! What 1.20 does on this server (no kubelet): the victims are deleted
+//! What kube-scheduler does on this server (no kubelet): the victims are deleted
 //! gracefully and stay terminating (`deletionTimestamp` set) until a
 //! kubelet would remove them; the preemptor stays pending with its
 //! nomination (it does not preempt again while its victims terminate) and
@@ -169,8 +169,8 @@ fn scenarios() -> Vec<Scenario> {
 fn pdb_resource() -> ApiResource {
     ApiResource {
         group: "policy".into(),
-        version: "v1beta1".into(),
-        api_version: "policy/v1beta1".into(),
+        version: "v1".into(),
+        api_version: "policy/v1".into(),
         kind: "PodDisruptionBudget".into(),
         plural: "poddisruptionbudgets".into(),
     }
@@ -222,7 +222,7 @@ async fn build(client: &Client, s: &Scenario) {
     }
     for (app, allowed) in &s.budgets {
         let pdb: DynamicObject = serde_json::from_value(json!({
-            "apiVersion": "policy/v1beta1", "kind": "PodDisruptionBudget",
+            "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
             "metadata": {"name": app, "namespace": NS},
             "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": app}}}
         }))
@@ -307,7 +307,7 @@ fn configs(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
     std::fs::write(
         &kube,
         format!(
-            "apiVersion: kubescheduler.config.k8s.io/v1beta1\nkind: KubeSchedulerConfiguration\n\
+            "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n\
              clientConnection: {{kubeconfig: {}}}\nleaderElection: {{leaderElect: false}}\n\
              profiles:\n- schedulerName: {SCHED}\n",
             env().kubeconfig.display()
@@ -409,7 +409,7 @@ async fn with_wasmsched(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn preemption_matches_kube_scheduler_1_20() {
+async fn preemption_matches_kube_scheduler() {
     let _g = serial();
     let client = client().await;
     ensure_classes(&client).await;
@@ -421,7 +421,7 @@ async fn preemption_matches_kube_scheduler_1_20() {
         let ws = with_wasmsched(&client, &s, &ws_cfg, tmp.path()).await;
         assert_eq!(
             ws, kube,
-            "{}: wasmsched (left) and kube-scheduler 1.20 differ",
+            "{}: wasmsched (left) and kube-scheduler differ",
             s.name
         );
         got.insert(s.name, ws.0);

@@ -8,8 +8,10 @@ use std::sync::Arc;
 
 use crate::model::Pod;
 
+use super::context::CycleContext;
 use super::cycle_state::CycleState;
-use super::interface::{CycleContext, Plugin, PluginError};
+use super::plugin::Plugin;
+use super::status::PluginError;
 
 /// A pod a candidate would evict.
 #[derive(Debug, Clone)]

@@ -142,8 +142,10 @@ impl Cache {
                 let pod = Arc::new(pod);
                 let old = self.pending.insert(uid, pod.clone());
                 self.snapshot.nominator.update(old.as_deref(), pod.clone());
-                if old.is_none() {
-                    self.queue.add(pod);
+                if old.is_none() || self.queue.update(pod.clone()) {
+                    if old.is_none() {
+                        self.queue.add(pod);
+                    }
                     PodUpdate::Queued
                 } else {
                     PodUpdate::Updated
@@ -409,6 +411,53 @@ mod tests {
         assert!(c.pop(0).is_none());
         assert!(c.forget(&pod.uid, 10));
         assert!(c.snapshot.by_name("n1").unwrap().pods.is_empty());
+    }
+
+    /// Upstream's SchedulingGates: a gated pod is held, never popped,
+    /// counted as gated; an update that keeps a gate keeps it held; the
+    /// update that removes the last one queues it (once).
+    #[test]
+    fn gated_pods_wait_for_their_last_gate() {
+        let mut c = cache_with_node();
+        let mut pod = P::new("p").req(&[("cpu", "1")]).build();
+        pod.scheduling_gates = vec!["kueue.x-k8s.io/admission".into(), "example.com/b".into()];
+        assert_eq!(
+            c.pod_applied(pod.clone(), false, served, 0),
+            PodUpdate::Queued
+        );
+        assert!(c.pop(0).is_none(), "a gated pod is not attempted");
+        assert_eq!(c.queue.lengths().gated, 1);
+        assert_eq!(c.queue.gated_pods().count(), 1);
+        assert_eq!(c.queue.pods().count(), 0);
+        // A cluster event does not release it.
+        c.queue.on_cluster_event(0);
+        assert!(c.pop(10_000).is_none());
+        pod.scheduling_gates.remove(0);
+        assert_eq!(
+            c.pod_applied(pod.clone(), false, served, 0),
+            PodUpdate::Updated
+        );
+        assert!(c.pop(0).is_none(), "one gate left");
+        pod.scheduling_gates.clear();
+        assert_eq!(
+            c.pod_applied(pod.clone(), false, served, 0),
+            PodUpdate::Queued
+        );
+        assert_eq!(c.queue.lengths().gated, 0);
+        assert_eq!(c.pop(0).unwrap().uid, pod.uid);
+        assert_eq!(c.queue.attempts(&pod.uid), 1, "gated time made no attempts");
+        // A later update of the now-queued pod does not queue it twice.
+        assert_eq!(
+            c.pod_applied(pod.clone(), false, served, 0),
+            PodUpdate::Updated
+        );
+        assert!(c.pop(0).is_none());
+        // Deleting a gated pod forgets it.
+        let mut other = P::new("q").build();
+        other.scheduling_gates = vec!["g".into()];
+        c.pod_applied(other.clone(), false, served, 0);
+        c.pod_deleted(&other.uid, 0);
+        assert_eq!(c.queue.lengths().gated, 0);
     }
 
     #[test]

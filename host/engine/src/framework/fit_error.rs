@@ -86,13 +86,13 @@ mod tests {
         for _ in 0..3 {
             e.add("Insufficient cpu");
         }
-        e.add("node(s) had untolerated taint {gpu: true}");
+        e.add("node(s) had untolerated taint(s)");
         e.add("Insufficient memory");
         e.add("Insufficient cpu");
         // sorted as strings: "1 Insufficient memory" < "1 node(s)..." < "4 Insufficient cpu"
         assert_eq!(
             e.message(),
-            "0/5 nodes are available: 1 Insufficient memory, 1 node(s) had untolerated taint {gpu: true}, 4 Insufficient cpu."
+            "0/5 nodes are available: 1 Insufficient memory, 1 node(s) had untolerated taint(s), 4 Insufficient cpu."
         );
     }
 

@@ -5,20 +5,26 @@
 //! host crate (`wasmsched::wasm`), which this crate does not depend on.
 
 pub mod advisor;
+pub mod assumption;
 pub mod cache;
 pub mod clock;
+pub mod context;
 pub mod cycle;
 pub mod cycle_state;
 pub mod explain;
 pub mod fit_error;
 pub mod interface;
 pub mod node_info;
+pub mod nominated;
 pub mod nominator;
+pub mod plugin;
 pub mod plugins;
+pub mod points;
 pub mod profile;
 pub mod queue;
 pub mod registry;
 pub mod schedule_one;
+pub mod status;
 pub mod timings;
 pub mod volumes;
 pub mod waiting;

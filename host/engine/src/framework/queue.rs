@@ -65,15 +65,23 @@ pub struct QueueLengths {
     pub active: usize,
     pub backoff: usize,
     pub unschedulable: usize,
+    /// Pods held by their `spec.schedulingGates` (upstream's
+    /// `queue="gated"`).
+    pub gated: usize,
 }
 
-/// kube-scheduler's PriorityQueue, minus gating and nominated pods.
+/// kube-scheduler's PriorityQueue, with its gated pods (upstream's
+/// SchedulingGates PreEnqueue: a pod with `spec.schedulingGates` is held,
+/// never attempted, until an update removes the last gate), minus
+/// nominated pods (the cache's nominator keeps those).
 #[derive(Default)]
 pub struct SchedulingQueue {
     active: BinaryHeap<Entry>,
     /// (ready at, entry)
     backoff: Vec<(u64, Entry)>,
     unschedulable: HashMap<String, Entry>,
+    /// Pods held by scheduling gates, by uid.
+    gated: HashMap<String, Arc<Pod>>,
     attempts: HashMap<String, u32>,
     seq: u64,
     sort: Option<Arc<dyn QueueSort>>,
@@ -145,10 +153,31 @@ impl SchedulingQueue {
         n
     }
 
-    /// A new pending pod.
+    /// A new pending pod: to activeQ, or held while it has scheduling
+    /// gates.
     pub fn add(&mut self, pod: Arc<Pod>) {
+        if !pod.scheduling_gates.is_empty() {
+            self.gated.insert(pod.uid.clone(), pod);
+            return;
+        }
         let e = self.entry(pod);
         self.active.push(e);
+    }
+
+    /// A queued pod's new version. A gated pod whose last gate went moves
+    /// to activeQ (returns true); one still gated is held as it is now.
+    pub fn update(&mut self, pod: Arc<Pod>) -> bool {
+        if !self.gated.contains_key(&pod.uid) {
+            return false;
+        }
+        if pod.scheduling_gates.is_empty() {
+            self.gated.remove(&pod.uid);
+            self.add(pod);
+            true
+        } else {
+            self.gated.insert(pod.uid.clone(), pod);
+            false
+        }
     }
 
     /// The next pod to schedule, after moving pods whose backoff ended.
@@ -203,6 +232,7 @@ impl SchedulingQueue {
     pub fn done(&mut self, uid: &str) {
         self.attempts.remove(uid);
         self.unschedulable.remove(uid);
+        self.gated.remove(uid);
         self.backoff.retain(|(_, e)| e.pod.uid != uid);
     }
 
@@ -216,6 +246,7 @@ impl SchedulingQueue {
             active: self.active.len(),
             backoff: self.backoff.len(),
             unschedulable: self.unschedulable.len(),
+            gated: self.gated.len(),
         }
     }
 
@@ -224,7 +255,13 @@ impl SchedulingQueue {
         self.unschedulable.values().map(|e| &e.pod)
     }
 
-    /// Every queued pod (active, backing off, unschedulable), in no order.
+    /// Pods held by scheduling gates, in no order.
+    pub fn gated_pods(&self) -> impl Iterator<Item = &Arc<Pod>> {
+        self.gated.values()
+    }
+
+    /// Every queued pod (active, backing off, unschedulable; not gated),
+    /// in no order.
     pub fn pods(&self) -> impl Iterator<Item = &Arc<Pod>> {
         self.active
             .iter()

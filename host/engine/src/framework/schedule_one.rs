@@ -18,19 +18,7 @@ use super::fit_error::FitError;
 use super::interface::{BindAction, CycleContext, Nomination, Permit};
 use super::node_info::NodeInfo;
 
-/// A pod assumed on a node, on its way to being bound.
-#[derive(Debug)]
-pub struct Assumption {
-    /// The assumed copy: `node_name` set, PreBind labels and annotations
-    /// merged.
-    pub pod: Arc<Pod>,
-    pub placement: Placement,
-    pub state: CycleState,
-    /// What the binding cycle does, in order: PreBind output, then Bind.
-    pub actions: Vec<BindAction>,
-    /// Scheduling attempts so far, this one included.
-    pub attempts: u32,
-}
+pub use super::assumption::Assumption;
 
 /// What one attempt did.
 #[derive(Debug)]

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use parking_lot::Mutex;
 
-use super::schedule_one::Assumption;
+use super::assumption::Assumption;
 
 /// One waiting pod.
 struct Waiting {

@@ -5,6 +5,7 @@
 //! quantity.
 
 pub mod budget;
+pub mod constraints;
 pub mod container_resources;
 pub mod node;
 pub mod pod;

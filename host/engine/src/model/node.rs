@@ -8,6 +8,10 @@ use super::resources::{Resources, PODS};
 use super::{validation, ModelError, TaintEffect};
 use crate::escape;
 
+/// The taint `spec.unschedulable` stands for (upstream's
+/// `TaintNodeUnschedulable`).
+pub const UNSCHEDULABLE_TAINT_KEY: &str = "node.kubernetes.io/unschedulable";
+
 /// A node taint.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Taint {

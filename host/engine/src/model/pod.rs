@@ -5,118 +5,15 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1 as k8s;
 
-use super::node::Taint;
 use super::resources::{Resources, CPU, DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST, MEMORY};
-use super::selector::{LabelSelector, NodeSelectorTerm};
 use super::validation::{self, Invalid};
-use super::{pod_spec, ModelError, TaintEffect};
+use super::{pod_spec, ModelError};
 use crate::escape;
 
-/// How a toleration compares values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TolerationOp {
-    Equal,
-    Exists,
-}
-
-/// A pod toleration.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Toleration {
-    /// `None`: with `Exists`, tolerates every key.
-    pub key: Option<String>,
-    pub op: TolerationOp,
-    pub value: String,
-    /// `None` matches every effect.
-    pub effect: Option<TaintEffect>,
-}
-
-impl Toleration {
-    /// Upstream `Toleration.ToleratesTaint`.
-    pub fn tolerates(&self, taint: &Taint) -> bool {
-        if self.effect.is_some_and(|e| e != taint.effect) {
-            return false;
-        }
-        if self.key.as_ref().is_some_and(|k| *k != taint.key) {
-            return false;
-        }
-        match self.op {
-            TolerationOp::Exists => true,
-            TolerationOp::Equal => self.value == taint.value,
-        }
-    }
-}
-
-/// `true` when some toleration in `tolerations` tolerates `taint`.
-pub fn tolerated(tolerations: &[Toleration], taint: &Taint) -> bool {
-    tolerations.iter().any(|t| t.tolerates(taint))
-}
-
-/// Required and preferred node affinity.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct NodeAffinity {
-    /// ORed terms; `None` when no required affinity is set.
-    pub required: Option<Vec<NodeSelectorTerm>>,
-    pub preferred: Vec<(i32, NodeSelectorTerm)>,
-}
-
-/// One pod (anti-)affinity term.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PodAffinityTerm {
-    /// `None`: the term's selector was absent, which matches no pod.
-    pub selector: Option<LabelSelector>,
-    /// Namespaces the term looks in; empty with `all_namespaces` false
-    /// means the pod's own namespace (resolved at parse time).
-    pub namespaces: Vec<String>,
-    /// `namespaceSelector: {}`: every namespace.
-    pub all_namespaces: bool,
-    pub topology_key: String,
-}
-
-impl PodAffinityTerm {
-    /// Whether `other` (a placed pod) is matched by this term of a pod in
-    /// `ns`.
-    pub fn matches(&self, other: &Pod) -> bool {
-        (self.all_namespaces || self.namespaces.contains(&other.namespace))
-            && self
-                .selector
-                .as_ref()
-                .is_some_and(|s| s.matches(&other.labels))
-    }
-}
-
-/// Inter-pod affinity and anti-affinity, required and preferred.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct PodAffinity {
-    pub required_affinity: Vec<PodAffinityTerm>,
-    pub required_anti_affinity: Vec<PodAffinityTerm>,
-    pub preferred_affinity: Vec<(i32, PodAffinityTerm)>,
-    pub preferred_anti_affinity: Vec<(i32, PodAffinityTerm)>,
-}
-
-impl PodAffinity {
-    pub fn is_empty(&self) -> bool {
-        self.required_affinity.is_empty()
-            && self.required_anti_affinity.is_empty()
-            && self.preferred_affinity.is_empty()
-            && self.preferred_anti_affinity.is_empty()
-    }
-}
-
-/// What to do when a spread constraint cannot be met.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WhenUnsatisfiable {
-    DoNotSchedule,
-    ScheduleAnyway,
-}
-
-/// A `topologySpreadConstraints[]` entry.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SpreadConstraint {
-    pub max_skew: i32,
-    pub topology_key: String,
-    pub when_unsatisfiable: WhenUnsatisfiable,
-    pub selector: Option<LabelSelector>,
-}
+pub use super::constraints::{
+    tolerated, NodeAffinity, PodAffinity, PodAffinityTerm, SpreadConstraint, Toleration,
+    TolerationOp, WhenUnsatisfiable,
+};
 
 /// A host port a container asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -205,6 +102,9 @@ pub struct Pod {
     /// `metadata.deletionTimestamp` is set: the pod is terminating (a bound
     /// one still holds its node's resources until it is gone).
     pub terminating: bool,
+    /// `spec.schedulingGates` by name: while any is left the pod is not
+    /// scheduled.
+    pub scheduling_gates: Vec<String>,
 }
 
 /// `spec.preemptionPolicy`.
@@ -259,44 +159,15 @@ impl Pod {
             ));
         }
 
-        let container_resources =
-            |c: &k8s::Container, path: &str| resources_of(c, path).map_err(|(f, c)| err(&f, c));
-
-        let mut requests = Resources::default();
-        let mut limits = Resources::default();
-        let mut host_ports = Vec::new();
-        let (mut non_zero_milli_cpu, mut non_zero_memory) = (0i64, 0i64);
-        let (mut init_extended, mut app_extended) = (Vec::new(), Vec::new());
-        for (i, c) in spec.containers.iter().enumerate() {
-            let (req, lim) = container_resources(c, &format!("spec.containers[{i}]"))?;
-            app_extended.push(super::container_resources::extended(false, &req));
-            non_zero_milli_cpu += non_zero_request(&req, CPU, DEFAULT_MILLI_CPU_REQUEST);
-            non_zero_memory += non_zero_request(&req, MEMORY, DEFAULT_MEMORY_REQUEST);
-            requests.add(&req);
-            limits.add(&lim);
-            host_ports.extend(host_ports_of(c));
-        }
-        for (i, c) in spec.init_containers.iter().flatten().enumerate() {
-            let (req, lim) = container_resources(c, &format!("spec.initContainers[{i}]"))?;
-            init_extended.push(super::container_resources::extended(true, &req));
-            requests.max_with(&req);
-            limits.max_with(&lim);
-            // Upstream's non-zero requests also take the largest init container.
-            non_zero_milli_cpu =
-                non_zero_milli_cpu.max(non_zero_request(&req, CPU, DEFAULT_MILLI_CPU_REQUEST));
-            non_zero_memory =
-                non_zero_memory.max(non_zero_request(&req, MEMORY, DEFAULT_MEMORY_REQUEST));
-        }
-        if let Some(overhead) = &spec.overhead {
-            let o = Resources::from_k8s(overhead)
-                .map_err(|(res, e)| err(&format!("spec.overhead.{res}"), e.to_string()))?;
-            requests.add(&o);
-            non_zero_milli_cpu += o.get(CPU);
-            non_zero_memory += o.get(MEMORY);
-            if !limits.is_empty() {
-                limits.add(&o);
-            }
-        }
+        let PodResources {
+            requests,
+            limits,
+            non_zero_milli_cpu,
+            non_zero_memory,
+            host_ports,
+            init_extended,
+            app_extended,
+        } = pod_resources(spec).map_err(|(f, c)| err(&f, c))?;
 
         let field = |(f, c): Invalid| err(&f, c);
         let tolerations = pod_spec::tolerations(spec).map_err(field)?;
@@ -304,8 +175,9 @@ impl Pod {
         let node_affinity =
             pod_spec::node_affinity(affinity.and_then(|a| a.node_affinity.as_ref()))
                 .map_err(field)?;
-        let pod_affinity = pod_spec::pod_affinity(affinity, &namespace).map_err(field)?;
-        let spread = pod_spec::spread(spec).map_err(field)?;
+        let labels = meta.labels.clone().unwrap_or_default();
+        let pod_affinity = pod_spec::pod_affinity(affinity, &namespace, &labels).map_err(field)?;
+        let spread = pod_spec::spread(spec, &labels).map_err(field)?;
 
         let volumes = super::pod_volume::pod_volumes(spec).map_err(|(f, c)| err(&f, c))?;
         let unsupported = super::pod_volume::unsupported(&volumes);
@@ -320,7 +192,7 @@ impl Pod {
 
         Ok(Self {
             uid,
-            labels: meta.labels.clone().unwrap_or_default(),
+            labels,
             annotations: meta.annotations.clone().unwrap_or_default(),
             node_name: spec.node_name.clone().filter(|n| !n.is_empty()),
             scheduler_name: spec
@@ -359,6 +231,12 @@ impl Pod {
             nominated_node: prio.nominated,
             start_ms: prio.start_ms,
             terminating: prio.terminating,
+            scheduling_gates: spec
+                .scheduling_gates
+                .iter()
+                .flatten()
+                .map(|g| g.name.clone())
+                .collect(),
             namespace,
             name,
         })
@@ -405,6 +283,106 @@ impl PriorityFields {
 /// `name` for scoring, `default` when it requests none, but an explicit
 /// zero kept ("override if un-set, but not if explicitly set to zero").
 /// `requests` are after API-server defaulting from limits.
+/// What a pod's containers ask for, aggregated as upstream does.
+struct PodResources {
+    requests: Resources,
+    limits: Resources,
+    non_zero_milli_cpu: i64,
+    non_zero_memory: i64,
+    host_ports: Vec<HostPort>,
+    init_extended: Vec<wasmsched_shared::hami::request::ContainerResources>,
+    app_extended: Vec<wasmsched_shared::hami::request::ContainerResources>,
+}
+
+/// The pod's requests (upstream's `PodRequests`: app containers and
+/// native sidecars, init containers, pod-level resources, overhead),
+/// limits, scoring's non-zero cpu and memory, host ports and per-container
+/// extended resources.
+fn pod_resources(spec: &k8s::PodSpec) -> Result<PodResources, Invalid> {
+    let mut host_ports = Vec::new();
+    let (mut init_extended, mut app_extended) = (Vec::new(), Vec::new());
+    let mut apps = Vec::with_capacity(spec.containers.len());
+    for (i, c) in spec.containers.iter().enumerate() {
+        let (req, lim) = resources_of(c, &format!("spec.containers[{i}]"))?;
+        app_extended.push(super::container_resources::extended(false, &req));
+        host_ports.extend(host_ports_of(c));
+        apps.push((req, lim));
+    }
+    let mut inits = Vec::new();
+    for (i, c) in spec.init_containers.iter().flatten().enumerate() {
+        let (req, lim) = resources_of(c, &format!("spec.initContainers[{i}]"))?;
+        init_extended.push(super::container_resources::extended(true, &req));
+        // A native sidecar (`restartPolicy: Always`) runs beside the
+        // app containers.
+        let sidecar = c.restart_policy.as_deref() == Some("Always");
+        if sidecar {
+            host_ports.extend(host_ports_of(c));
+        }
+        inits.push((req, lim, sidecar));
+    }
+    let (pod_requests, pod_limits) = pod_level(spec)?;
+    let requests_of = |fill: &dyn Fn(&Resources) -> Resources| {
+        let apps = apps.iter().map(|(r, _)| fill(r));
+        let inits = inits.iter().map(|(r, _, s)| (fill(r), *s));
+        let mut r = aggregate(apps, inits);
+        r.apply_pod_level(&pod_requests);
+        r
+    };
+    let mut requests = requests_of(&|r| r.clone());
+    // Scoring's non-zero requests (upstream's `CalculateResource`):
+    // 100m cpu and 200Mi memory for each container that requests
+    // none, or, with pod-level requests, only for what neither level
+    // requests.
+    let defaults: Vec<(&str, i64)> = if pod_requests.iter().next().is_none() {
+        vec![
+            (CPU, DEFAULT_MILLI_CPU_REQUEST),
+            (MEMORY, DEFAULT_MEMORY_REQUEST),
+        ]
+    } else {
+        [
+            (CPU, DEFAULT_MILLI_CPU_REQUEST),
+            (MEMORY, DEFAULT_MEMORY_REQUEST),
+        ]
+        .into_iter()
+        .filter(|(k, _)| !requests.has(k))
+        .collect()
+    };
+    let non_zero = requests_of(&|r| {
+        let mut r = r.clone();
+        for (k, v) in &defaults {
+            if !r.has(k) {
+                r.set(k, *v);
+            }
+        }
+        r
+    });
+    let (mut non_zero_milli_cpu, mut non_zero_memory) = (non_zero.get(CPU), non_zero.get(MEMORY));
+    let mut limits = aggregate(
+        apps.iter().map(|(_, l)| l.clone()),
+        inits.iter().map(|(_, l, s)| (l.clone(), *s)),
+    );
+    limits.apply_pod_level(&pod_limits);
+    if let Some(overhead) = &spec.overhead {
+        let o = Resources::from_k8s(overhead)
+            .map_err(|(res, e)| (format!("spec.overhead.{res}"), e.to_string()))?;
+        requests.add(&o);
+        non_zero_milli_cpu += o.get(CPU);
+        non_zero_memory += o.get(MEMORY);
+        if !limits.is_empty() {
+            limits.add(&o);
+        }
+    }
+    Ok(PodResources {
+        requests,
+        limits,
+        non_zero_milli_cpu,
+        non_zero_memory,
+        host_ports,
+        init_extended,
+        app_extended,
+    })
+}
+
 /// A container's requests and limits, with the API server's defaulting
 /// (a limit without a request sets the request).
 fn resources_of(c: &k8s::Container, path: &str) -> Result<(Resources, Resources), Invalid> {
@@ -437,12 +415,62 @@ fn host_ports_of(c: &k8s::Container) -> impl Iterator<Item = HostPort> + '_ {
     })
 }
 
-fn non_zero_request(requests: &Resources, name: &str, default: i64) -> i64 {
-    if requests.iter().any(|(k, _)| k == name) {
-        requests.get(name)
-    } else {
-        default
+/// Upstream's `aggregateContainerResourcesByFn` (the sidecar KEP's
+/// formula): the app containers and the native sidecars summed; each
+/// init container while it runs uses itself plus the sidecars started
+/// before it; the pod needs the larger of the two.
+fn aggregate(
+    apps: impl Iterator<Item = Resources>,
+    inits: impl Iterator<Item = (Resources, bool)>,
+) -> Resources {
+    let mut result = Resources::default();
+    apps.for_each(|r| result.add(&r));
+    let mut sidecars = Resources::default();
+    let mut init = Resources::default();
+    for (r, sidecar) in inits {
+        let running = if sidecar {
+            result.add(&r);
+            sidecars.add(&r);
+            sidecars.clone()
+        } else {
+            let mut with = r;
+            with.add(&sidecars);
+            with
+        };
+        init.max_with(&running);
     }
+    result.max_with(&init);
+    result
+}
+
+/// `spec.resources` (pod-level resources, on by default since 1.34):
+/// the requests and limits of the resources it may set (cpu, memory,
+/// hugepages-*), requests defaulted from limits as the API server does.
+fn pod_level(spec: &k8s::PodSpec) -> Result<(Resources, Resources), Invalid> {
+    let Some(r) = &spec.resources else {
+        return Ok(Default::default());
+    };
+    let supported = |k: &str| k == CPU || k == MEMORY || k.starts_with("hugepages-");
+    let read = |list: &Option<
+        BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
+    >,
+                path: &str| {
+        let list: BTreeMap<_, _> = list
+            .iter()
+            .flatten()
+            .filter(|(k, _)| supported(k))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        Resources::from_k8s(&list).map_err(|(res, e)| (format!("{path}.{res}"), e.to_string()))
+    };
+    let limits = read(&r.limits, "spec.resources.limits")?;
+    let mut requests = read(&r.requests, "spec.resources.requests")?;
+    for (k, v) in limits.iter() {
+        if !requests.has(k) {
+            requests.set(k, v);
+        }
+    }
+    Ok((requests, limits))
 }
 
 fn r_has(res: &Option<k8s::ResourceRequirements>, name: &str) -> bool {
@@ -468,6 +496,113 @@ mod tests {
 
     fn container(resources: serde_json::Value) -> serde_json::Value {
         json!({"name": "c", "image": "x", "resources": resources})
+    }
+
+    fn cpu(c: &str) -> serde_json::Value {
+        container(json!({"requests": {"cpu": c}}))
+    }
+
+    fn sidecar(c: &str) -> serde_json::Value {
+        json!({"name": "s", "image": "x", "restartPolicy": "Always",
+               "resources": {"requests": {"cpu": c}}})
+    }
+
+    fn with_pod_level(spec: serde_json::Value) -> Pod {
+        let p: k8s::Pod = serde_json::from_value(json!({
+            "metadata": {"name": "p", "namespace": "ns"}, "spec": spec
+        }))
+        .unwrap();
+        Pod::from_k8s(&p).unwrap()
+    }
+
+    // component-helpers resource/helpers_test.go, TestPodResourceRequests.
+    #[test]
+    fn sidecars_count_as_upstream_counts_them() {
+        // "restartable init container": restartable init + regular container.
+        let p = pod(json!([cpu("1")]), json!([sidecar("2")]));
+        assert_eq!(p.requests.get(CPU), 3000);
+        // "multiple restartable init containers":
+        // max(5, restartable init containers(3+2+1) + regular(1)) = 7.
+        let p = pod(
+            json!([cpu("1")]),
+            json!([cpu("5"), sidecar("1"), sidecar("2"), sidecar("3")]),
+        );
+        assert_eq!(p.requests.get(CPU), 7000);
+        // "multiple restartable and regular init containers": init-2
+        // requires 5 + the sidecars before it (1+2) = 8; the sidecar that
+        // starts after it does not count.
+        let p = pod(
+            json!([cpu("1")]),
+            json!([cpu("5"), sidecar("1"), sidecar("2"), cpu("5"), sidecar("3")]),
+        );
+        assert_eq!(p.requests.get(CPU), 8000);
+        // The issue's pods: a 1500m app with a 600m sidecar needs 2100m;
+        // followed by an 1800m init container, 2400m.
+        let p = pod(json!([cpu("1500m")]), json!([sidecar("600m")]));
+        assert_eq!(p.requests.get(CPU), 2100);
+        let p = pod(
+            json!([cpu("1500m")]),
+            json!([sidecar("600m"), cpu("1800m")]),
+        );
+        assert_eq!(p.requests.get(CPU), 2400);
+        // Scoring's non-zero requests count the sidecar too (and 200Mi
+        // memory for each of the two containers that request none).
+        let p = pod(json!([cpu("1500m")]), json!([sidecar("600m")]));
+        assert_eq!((p.non_zero_milli_cpu, p.non_zero_memory), (2100, 400 << 20));
+    }
+
+    #[test]
+    fn pod_level_resources_replace_the_containers_sum() {
+        // "pod-level resources, container-level resources, init and
+        // sidecar container set": the pod level wins.
+        let p = with_pod_level(json!({
+            "resources": {"requests": {"memory": "15Mi", "cpu": "18m"}},
+            "containers": [container(json!({"requests": {"memory": "3Mi", "cpu": "2m"}}))],
+            "initContainers": [
+                {"name": "s", "image": "x", "restartPolicy": "Always",
+                 "resources": {"requests": {"memory": "5Mi", "cpu": "4m"}}},
+                container(json!({"requests": {"memory": "6Mi", "cpu": "8m"}}))
+            ]
+        }));
+        assert_eq!(
+            (p.requests.get(CPU), p.requests.get(MEMORY)),
+            (18, 15 << 20)
+        );
+        assert_eq!((p.non_zero_milli_cpu, p.non_zero_memory), (18, 15 << 20));
+        // "pod level memory and container level cpu resources": each
+        // resource from the level that sets it; requests default from
+        // pod-level limits; unsupported pod-level resources are ignored.
+        let p = with_pod_level(json!({
+            "resources": {"limits": {"memory": "1Gi", "example.com/x": "1"}},
+            "containers": [cpu("500m")],
+        }));
+        assert_eq!(
+            (p.requests.get(CPU), p.requests.get(MEMORY)),
+            (500, 1 << 30)
+        );
+        assert_eq!(p.requests.get("example.com/x"), 0);
+        // Non-zero defaults with pod-level requests: only for what neither
+        // level requests (upstream's getNonMissingContainerRequests).
+        let p = with_pod_level(json!({
+            "resources": {"requests": {"memory": "1Gi"}},
+            "containers": [container(json!({})), container(json!({}))],
+        }));
+        assert_eq!((p.non_zero_milli_cpu, p.non_zero_memory), (200, 1 << 30));
+        // Overhead comes on top of the pod level.
+        let p = with_pod_level(json!({
+            "resources": {"requests": {"cpu": "1"}},
+            "overhead": {"cpu": "250m"},
+            "containers": [cpu("100m")],
+        }));
+        assert_eq!(p.requests.get(CPU), 1250);
+        // A bad pod-level quantity names its field.
+        let p: k8s::Pod = serde_json::from_value(json!({
+            "metadata": {"name": "p", "namespace": "ns"},
+            "spec": {"resources": {"requests": {"cpu": "-1"}}, "containers": [cpu("1")]}
+        }))
+        .unwrap();
+        let e = Pod::from_k8s(&p).unwrap_err().to_string();
+        assert!(e.contains("spec.resources.requests.cpu"), "{e}");
     }
 
     #[test]

@@ -3,9 +3,11 @@
 //! Errors are `(field path, cause)`; [`super::pod::Pod::from_k8s`] names
 //! the pod.
 
+use std::collections::BTreeMap;
+
 use k8s_openapi::api::core::v1 as k8s;
 
-use super::pod::{
+use super::constraints::{
     NodeAffinity, PodAffinity, PodAffinityTerm, SpreadConstraint, Toleration, TolerationOp,
     WhenUnsatisfiable,
 };
@@ -99,6 +101,7 @@ fn pod_affinity_term(
     t: &k8s::PodAffinityTerm,
     path: &str,
     namespace: &str,
+    labels: &BTreeMap<String, String>,
 ) -> Result<PodAffinityTerm, Invalid> {
     if t.topology_key.is_empty() {
         return Err((format!("{path}.topologyKey"), "must not be empty".into()));
@@ -108,7 +111,14 @@ fn pod_affinity_term(
         .as_ref()
         .map(LabelSelector::parse)
         .transpose()
-        .map_err(|c| (format!("{path}.labelSelector"), c))?;
+        .map_err(|c| (format!("{path}.labelSelector"), c))?
+        .map(|s| {
+            s.with_label_keys(
+                labels,
+                t.match_label_keys.as_deref().unwrap_or_default(),
+                t.mismatch_label_keys.as_deref().unwrap_or_default(),
+            )
+        });
     let all_namespaces = match &t.namespace_selector {
         None => false,
         Some(s)
@@ -145,11 +155,12 @@ fn terms(
     preferred: Option<&Vec<k8s::WeightedPodAffinityTerm>>,
     base: &str,
     namespace: &str,
+    labels: &BTreeMap<String, String>,
 ) -> Result<Terms, Invalid> {
     let mut out: Terms = (Vec::new(), Vec::new());
     for (i, t) in required.into_iter().flatten().enumerate() {
         let path = format!("{base}.requiredDuringSchedulingIgnoredDuringExecution[{i}]");
-        out.0.push(pod_affinity_term(t, &path, namespace)?);
+        out.0.push(pod_affinity_term(t, &path, namespace, labels)?);
     }
     for (i, w) in preferred.into_iter().flatten().enumerate() {
         let path = format!("{base}.preferredDuringSchedulingIgnoredDuringExecution[{i}]");
@@ -158,6 +169,7 @@ fn terms(
             &w.pod_affinity_term,
             &format!("{path}.podAffinityTerm"),
             namespace,
+            labels,
         )?;
         out.1.push((w.weight, term));
     }
@@ -166,7 +178,11 @@ fn terms(
 
 /// `spec.affinity.podAffinity` and `podAntiAffinity` of a pod in
 /// `namespace` (terms without namespaces mean the pod's own).
-pub fn pod_affinity(aff: Option<&k8s::Affinity>, namespace: &str) -> Result<PodAffinity, Invalid> {
+pub fn pod_affinity(
+    aff: Option<&k8s::Affinity>,
+    namespace: &str,
+    labels: &BTreeMap<String, String>,
+) -> Result<PodAffinity, Invalid> {
     let mut out = PodAffinity::default();
     let Some(aff) = aff else {
         return Ok(out);
@@ -179,6 +195,7 @@ pub fn pod_affinity(aff: Option<&k8s::Affinity>, namespace: &str) -> Result<PodA
                 .as_ref(),
             "spec.affinity.podAffinity",
             namespace,
+            labels,
         )?;
     }
     if let Some(pa) = &aff.pod_anti_affinity {
@@ -189,13 +206,17 @@ pub fn pod_affinity(aff: Option<&k8s::Affinity>, namespace: &str) -> Result<PodA
                 .as_ref(),
             "spec.affinity.podAntiAffinity",
             namespace,
+            labels,
         )?;
     }
     Ok(out)
 }
 
 /// `spec.topologySpreadConstraints`.
-pub fn spread(spec: &k8s::PodSpec) -> Result<Vec<SpreadConstraint>, Invalid> {
+pub fn spread(
+    spec: &k8s::PodSpec,
+    labels: &BTreeMap<String, String>,
+) -> Result<Vec<SpreadConstraint>, Invalid> {
     let mut out = Vec::new();
     for (i, c) in spec
         .topology_spread_constraints
@@ -228,12 +249,51 @@ pub fn spread(spec: &k8s::PodSpec) -> Result<Vec<SpreadConstraint>, Invalid> {
             .as_ref()
             .map(LabelSelector::parse)
             .transpose()
-            .map_err(|m| (format!("{path}.labelSelector"), m))?;
+            .map_err(|m| (format!("{path}.labelSelector"), m))?
+            .map(|s| {
+                s.with_label_keys(
+                    labels,
+                    c.match_label_keys.as_deref().unwrap_or_default(),
+                    &[],
+                )
+            });
+        let policy = |v: Option<&str>, field: &str, default: bool| match v {
+            None => Ok(default),
+            Some("Honor") => Ok(true),
+            Some("Ignore") => Ok(false),
+            Some(o) => Err((
+                format!("{path}.{field}"),
+                format!("unknown value {o:?} (expected Honor or Ignore)"),
+            )),
+        };
+        let honor_node_affinity = policy(
+            c.node_affinity_policy.as_deref(),
+            "nodeAffinityPolicy",
+            true,
+        )?;
+        let honor_taints = policy(c.node_taints_policy.as_deref(), "nodeTaintsPolicy", false)?;
+        if let Some(m) = c.min_domains {
+            if m < 1 {
+                return Err((
+                    format!("{path}.minDomains"),
+                    format!("must be at least 1, got {m}"),
+                ));
+            }
+            if when_unsatisfiable != WhenUnsatisfiable::DoNotSchedule {
+                return Err((
+                    format!("{path}.minDomains"),
+                    "may only be set with whenUnsatisfiable: DoNotSchedule".into(),
+                ));
+            }
+        }
         out.push(SpreadConstraint {
             max_skew: c.max_skew,
             topology_key: c.topology_key.clone(),
             when_unsatisfiable,
             selector,
+            honor_node_affinity,
+            honor_taints,
+            min_domains: c.min_domains,
         });
     }
     Ok(out)

@@ -91,6 +91,19 @@ impl Resources {
             .chain(self.scalar.iter().map(|(k, v)| (k.as_str(), *v)))
     }
 
+    /// Whether `name` is set (an explicit 0 included).
+    pub fn has(&self, name: &str) -> bool {
+        self.iter().any(|(k, _)| k == name)
+    }
+
+    /// Upstream's `applyPodLevelResources`: each amount `pod_level` sets
+    /// replaces the containers' aggregate.
+    pub fn apply_pod_level(&mut self, pod_level: &Resources) {
+        for (k, v) in pod_level.iter() {
+            self.set(k, v);
+        }
+    }
+
     pub fn is_empty(&self) -> bool {
         self.iter().all(|(_, v)| v == 0)
     }

@@ -115,6 +115,36 @@ impl LabelSelector {
     pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
         self.requirements.iter().all(|r| r.matches(labels))
     }
+
+    /// `matchLabelKeys` and `mismatchLabelKeys` merged in, as the API
+    /// server merges them (KEP-3633, KEP-3243): `key In (pod's value)` and
+    /// `key NotIn (pod's value)` for each key the pod has (keys it lacks
+    /// are ignored). A selector the server already merged is unchanged in
+    /// meaning (the requirements repeat).
+    pub fn with_label_keys(
+        mut self,
+        labels: &BTreeMap<String, String>,
+        match_keys: &[String],
+        mismatch_keys: &[String],
+    ) -> Self {
+        for (keys, op) in [
+            (match_keys, SelectorOp::In),
+            (mismatch_keys, SelectorOp::NotIn),
+        ] {
+            for k in keys {
+                let Some(v) = labels.get(k) else { continue };
+                let r = Requirement {
+                    key: k.clone(),
+                    op,
+                    values: vec![v.clone()],
+                };
+                if !self.requirements.contains(&r) {
+                    self.requirements.push(r);
+                }
+            }
+        }
+        self
+    }
 }
 
 /// A parsed `v1.NodeSelectorTerm`: all expressions and fields must match.

@@ -249,6 +249,10 @@ pub fn pod(pod: &k8s::Pod) -> Result<(), Invalid> {
         container(c, &format!("spec.initContainers[{i}]"))?;
     }
     resources(spec.overhead.as_ref(), "spec.overhead")?;
+    if let Some(r) = &spec.resources {
+        resources(r.limits.as_ref(), "spec.resources.limits")?;
+        resources(r.requests.as_ref(), "spec.resources.requests")?;
+    }
     for (i, c) in spec
         .topology_spread_constraints
         .iter()

@@ -32,8 +32,6 @@ use rand::seq::IndexedRandom;
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Map, Value};
 
-use super::allowances::{bytes, milli_cpu};
-
 /// Namespaces of the generated pods (the second one exercises the
 /// `namespaces` of affinity terms).
 pub const NAMESPACES: [&str; 2] = ["difftest", "difftest-b"];
@@ -462,4 +460,35 @@ impl Gen {
             .collect();
         Value::Array(list)
     }
+}
+
+/// A quantity in base units (cpu in cores, memory in bytes), for the
+/// quantities this generator writes.
+fn quantity(v: &Value) -> f64 {
+    let s = v.as_str().unwrap_or("0");
+    let suffixes: [(&str, f64); 9] = [
+        ("Ki", 1024.0),
+        ("Mi", 1024.0 * 1024.0),
+        ("Gi", 1024.0 * 1024.0 * 1024.0),
+        ("Ti", 1024.0 * 1024.0 * 1024.0 * 1024.0),
+        ("m", 1e-3),
+        ("k", 1e3),
+        ("M", 1e6),
+        ("G", 1e9),
+        ("T", 1e12),
+    ];
+    for (suffix, factor) in suffixes {
+        if let Some(n) = s.strip_suffix(suffix) {
+            return n.parse::<f64>().expect("a quantity") * factor;
+        }
+    }
+    s.parse::<f64>().expect("a quantity")
+}
+
+fn milli_cpu(v: &Value) -> i64 {
+    (quantity(v) * 1000.0).ceil() as i64
+}
+
+fn bytes(v: &Value) -> i64 {
+    quantity(v).ceil() as i64
 }

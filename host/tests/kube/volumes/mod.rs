@@ -1,5 +1,5 @@
-//! Volume scheduling compared with kube-scheduler 1.20.2, on the real API
-//! server with the real PV controller (kube-controller-manager 1.20.2
+//! Volume scheduling compared with kube-scheduler (1.37), on the real API
+//! server with the real PV controller (kube-controller-manager 1.37
 //! running only `persistentvolume-binder`, started by
 //! `scripts/test-servers start-controller-manager`) and a test
 //! provisioner: each scenario runs once under kube-scheduler and once
@@ -83,15 +83,11 @@ fn start(which: Which, dir: &Path) -> Running {
     match which {
         Which::KubeScheduler => {
             let cfg = dir.join("kube-scheduler.yaml");
-            // Its insecure port on loopback and free (with a config file,
-            // `--port=0` is ignored and 10251 may be taken).
-            let insecure = format!("127.0.0.1:{}", free_port());
             std::fs::write(
                 &cfg,
                 format!(
-                    "apiVersion: kubescheduler.config.k8s.io/v1beta1\nkind: KubeSchedulerConfiguration\n\
+                    "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n\
                      clientConnection: {{kubeconfig: {}}}\nleaderElection: {{leaderElect: false}}\n\
-                     healthzBindAddress: {insecure}\nmetricsBindAddress: {insecure}\n\
                      profiles:\n- schedulerName: {SCHED}\n",
                     env().kubeconfig.display()
                 ),
@@ -187,7 +183,7 @@ fn comparable(s: &Scenario, r: &Run) -> Vec<String> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn volume_scheduling_matches_kube_scheduler_1_20() {
+async fn volume_scheduling_matches_kube_scheduler() {
     let _g = serial();
     let client = client().await;
     let _pv_controller = ControllerManager::start();

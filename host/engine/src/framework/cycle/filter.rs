@@ -9,26 +9,8 @@ use crate::framework::interface::{Decision, Rejection};
 use crate::framework::node_info::NodeInfo;
 use crate::framework::profile::num_feasible_nodes_to_find;
 
-use super::{Cycle, Timed};
-
-/// One node's first rejection in the cycle.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct NodeRejection {
-    /// Position of the rejecting plugin in the profile's Filter list (an
-    /// index, not a name: rejections are made by the thousand per cycle).
-    pub plugin: usize,
-    pub reasons: Vec<String>,
-    pub unresolvable: bool,
-}
-
-/// What Filter found.
-pub(super) struct Found<'a> {
-    pub feasible: Vec<&'a NodeInfo>,
-    /// (node index, its first rejection), for the nodes evaluated.
-    pub rejections: Vec<(u32, NodeRejection)>,
-    /// Nodes evaluated.
-    pub processed: usize,
-}
+use super::phase::Cycle;
+use super::verdict::{Found, NodeRejection, Timed};
 
 impl<'a> Cycle<'a> {
     /// Every PreFilter plugin in order; remembers which Filter plugins
@@ -37,7 +19,7 @@ impl<'a> Cycle<'a> {
     pub(super) fn pre_filter(&mut self) -> Result<(), (String, bool)> {
         let mut skipped = Vec::new();
         for p in &self.profile.pre_filter {
-            let _t = Timed::start(&self.fw.timings, p.name(), "PreFilter");
+            let _t = Timed::start(self.timings, p.name(), "PreFilter");
             match p.pre_filter(&self.ctx, &mut self.state) {
                 Ok(Decision::Run) => {}
                 Ok(Decision::Skip) => skipped.push(p.name().to_string()),
@@ -58,11 +40,11 @@ impl<'a> Cycle<'a> {
     pub(super) fn find_feasible(&mut self) -> Found<'a> {
         let snapshot = self.ctx.snapshot;
         let all: Vec<&'a NodeInfo> = snapshot.nodes().collect();
-        let start = self.fw.next_start.load(Ordering::Relaxed) % all.len();
+        let start = self.next_start.load(Ordering::Relaxed) % all.len();
         let order: Vec<&'a NodeInfo> = all[start..].iter().chain(&all[..start]).copied().collect();
         let to_find =
             num_feasible_nodes_to_find(all.len(), self.profile.percentage_of_nodes_to_score);
-        let workers = self.fw.workers();
+        let workers = self.workers();
         let chunk = (to_find / workers).clamp(16, 256);
         let mut found = Found {
             feasible: Vec::new(),
@@ -71,7 +53,7 @@ impl<'a> Cycle<'a> {
         };
         for wave in order.chunks(chunk * workers) {
             let this = &*self;
-            let results: Vec<Vec<Option<NodeRejection>>> = self.fw.pool.install(|| {
+            let results: Vec<Vec<Option<NodeRejection>>> = self.pool.install(|| {
                 wave.par_chunks(chunk)
                     .map(|nodes| this.filter_nodes(nodes))
                     .collect()
@@ -90,8 +72,7 @@ impl<'a> Cycle<'a> {
                 break;
             }
         }
-        self.fw
-            .next_start
+        self.next_start
             .store((start + found.processed) % all.len(), Ordering::Relaxed);
         if self.recording {
             self.record.rejections = found.rejections.clone();
@@ -114,7 +95,7 @@ impl<'a> Cycle<'a> {
             if self.skip_filter.get(position) == Some(&true) {
                 continue;
             }
-            let _t = Timed::start(&self.fw.timings, plugin.name(), "Filter");
+            let _t = Timed::start(self.timings, plugin.name(), "Filter");
             batch.clear();
             batch.extend(alive.iter().map(|&i| nodes[i]));
             out.clear();

@@ -6,10 +6,10 @@
 use parking_lot::Mutex;
 
 use crate::framework::node_info::NodeInfo;
-use crate::framework::nominator::add_nominated;
+use crate::framework::nominated::add_nominated;
 
-use super::filter::NodeRejection;
 use super::post_filter::Runner;
+use super::verdict::NodeRejection;
 use super::Cycle;
 
 impl Cycle<'_> {

@@ -18,8 +18,8 @@ use crate::framework::node_info::NodeInfo;
 use crate::framework::profile::Profile;
 use crate::model::Pod;
 
-use super::filter::Found;
-use super::{Cycle, Timed};
+use super::phase::Cycle;
+use super::verdict::{Found, Timed};
 
 impl Cycle<'_> {
     /// Runs PostFilter; adds its messages to `fit`; the nomination, if any.
@@ -37,13 +37,13 @@ impl Cycle<'_> {
         let runner = Runner {
             profile: self.profile,
             skipped: &self.skip_filter,
-            pool: Some(&self.fw.pool),
+            pool: Some(self.pool),
             recording: self.recording,
             explained: Mutex::new(None),
         };
         let mut nominated = None;
         for p in &self.profile.post_filter {
-            let _t = Timed::start(&self.fw.timings, p.name(), "PostFilter");
+            let _t = Timed::start(self.timings, p.name(), "PostFilter");
             let filtered = Filtered {
                 fit,
                 unresolvable: &unresolvable,
@@ -68,8 +68,7 @@ impl Cycle<'_> {
         } else {
             "Unschedulable"
         };
-        self.fw
-            .timings
+        self.timings
             .extension_point("PostFilter", status, started.elapsed());
         self.record.preemption = runner.explained.into_inner();
         nominated

@@ -5,27 +5,8 @@ use crate::framework::explain::{Explanation, FilterVerdict, NodeExplanation, Sco
 use crate::framework::interface::Rejection;
 use crate::framework::node_info::NodeInfo;
 
-use super::filter::NodeRejection;
-use super::score::PluginScores;
-use super::{Cycle, Outcome};
-
-/// What the deciding cycle keeps when a recorder is attached.
-#[derive(Default)]
-pub(super) struct Record {
-    /// Nodes the Filter phase evaluated, in order.
-    pub evaluated: Vec<u32>,
-    pub rejections: Vec<(u32, NodeRejection)>,
-    /// Feasible nodes, in the order of the score vectors.
-    pub feasible: Vec<u32>,
-    /// (position in the profile's Score list, scores) of each plugin
-    /// that scored.
-    pub scores: Vec<(usize, PluginScores)>,
-    pub totals: Option<Vec<i64>>,
-    /// Score plugins that said Skip at PreScore (or Score).
-    pub score_skipped: Vec<String>,
-    /// What preemption considered.
-    pub preemption: Option<crate::framework::explain::PreemptionExplanation>,
-}
+use super::phase::Cycle;
+use super::verdict::Outcome;
 
 impl Cycle<'_> {
     /// Fills `out` from the record, after the decision.

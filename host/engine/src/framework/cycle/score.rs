@@ -7,17 +7,12 @@ use crate::framework::interface::{Decision, PluginError, ScorePlugin, MAX_NODE_S
 use crate::framework::node_info::NodeInfo;
 use crate::framework::profile::WeightedScore;
 
-use super::{Cycle, Timed};
+use super::phase::Cycle;
+use super::verdict::{PluginScores, Timed};
 
 /// Feasible nodes per Score call: big enough that a batch amortizes a
 /// call into a plugin, small enough to spread over the workers.
 const SCORE_CHUNK: usize = 64;
-
-/// One plugin's scores, raw and normalized.
-pub(super) struct PluginScores {
-    pub raw: Vec<i64>,
-    pub normalized: Vec<i64>,
-}
 
 /// One plugin's raw scores: `None` when it said Skip.
 type Raw = Result<Option<Vec<i64>>, String>;
@@ -58,7 +53,7 @@ impl Cycle<'_> {
     fn pre_score(&mut self, feasible: &[&NodeInfo]) -> Result<Vec<String>, String> {
         let mut skipped = Vec::new();
         for p in &self.profile.pre_score {
-            let _t = Timed::start(&self.fw.timings, p.name(), "PreScore");
+            let _t = Timed::start(self.timings, p.name(), "PreScore");
             match p.pre_score(&self.ctx, &mut self.state, feasible) {
                 Ok(Decision::Run) => {}
                 Ok(Decision::Skip) => skipped.push(p.name().to_string()),
@@ -76,13 +71,13 @@ impl Cycle<'_> {
         let mut out: Vec<Option<Raw>> = active.iter().map(|_| None).collect();
         let (mut here, mut pooled) = (Vec::new(), Vec::new());
         for (slot, (_, s)) in out.iter_mut().zip(active) {
-            if s.plugin.parallel() && self.fw.workers() > 1 {
+            if s.plugin.parallel() && self.workers() > 1 {
                 pooled.push((slot, s.plugin.as_ref()));
             } else {
                 here.push((slot, s.plugin.as_ref()));
             }
         }
-        self.fw.pool.in_place_scope(|scope| {
+        self.pool.in_place_scope(|scope| {
             if !pooled.is_empty() {
                 scope.spawn(|_| {
                     for (slot, plugin) in pooled {
@@ -103,9 +98,9 @@ impl Cycle<'_> {
     /// workers, or in one batch on this thread.
     fn raw(&self, plugin: &dyn ScorePlugin, feasible: &[&NodeInfo]) -> Raw {
         let mut raw = vec![0i64; feasible.len()];
-        let _t = Timed::start(&self.fw.timings, plugin.name(), "Score");
+        let _t = Timed::start(self.timings, plugin.name(), "Score");
         let decisions: Result<Vec<Decision>, PluginError> = if plugin.parallel() {
-            self.fw.pool.install(|| {
+            self.pool.install(|| {
                 feasible
                     .par_chunks(SCORE_CHUNK)
                     .zip(raw.par_chunks_mut(SCORE_CHUNK))
@@ -135,7 +130,7 @@ impl Cycle<'_> {
         let name = plugin.name();
         let mut normalized = raw.clone();
         let decision = {
-            let _t = Timed::start(&self.fw.timings, name, "NormalizeScore");
+            let _t = Timed::start(self.timings, name, "NormalizeScore");
             plugin.normalize(&self.ctx, &self.state, feasible, &mut normalized)
         };
         match decision.map_err(|e| failed(name, &e))? {

@@ -103,6 +103,15 @@ pub fn balanced_score(pairs: &[(i64, i64)]) -> i64 {
     ((1.0 - std) * MAX_NODE_SCORE as f64) as i64
 }
 
+/// Upstream (1.33+, kubernetes#129138) `balancedResourceScorer`: the
+/// balance with the pod against without it, brought back to
+/// `[MaxNodeScore/2, MaxNodeScore]`: `50 + (50 + with - without) / 2`, so
+/// a pod that improves a node's balance scores towards 100, one that
+/// worsens it towards 50.
+pub fn improvement_score(with: i64, without: i64) -> i64 {
+    MAX_NODE_SCORE / 2 + (MAX_NODE_SCORE / 2 + with - without) / 2
+}
+
 impl Plugin for BalancedAllocation {
     fn name(&self) -> &str {
         NAME
@@ -123,12 +132,23 @@ impl ScorePlugin for BalancedAllocation {
         if self.resources.iter().all(|r| ctx.pod.requests.get(r) == 0) {
             return Ok(0);
         }
-        let pairs: Vec<(i64, i64)> = self
+        let with: Vec<(i64, i64)> = self
             .resources
             .iter()
             .map(|r| allocatable_and_requested(ctx.pod, node, r, true))
             .collect();
-        Ok(balanced_score(&pairs))
+        // The same resources without the pod (an extended resource the pod
+        // does not request stays left out).
+        let without: Vec<(i64, i64)> = self
+            .resources
+            .iter()
+            .zip(&with)
+            .map(|(r, &(alloc, _))| (alloc, node.requested.get(r)))
+            .collect();
+        Ok(improvement_score(
+            balanced_score(&with),
+            balanced_score(&without),
+        ))
     }
 }
 
@@ -171,7 +191,8 @@ mod tests {
     fn scores_nodes_by_balance_after_placement() {
         // Upstream balanced_allocation_test "nothing scheduled, resources
         // requested, differently sized nodes": pod 3000m / 5000.
-        // a (4000m, 10000): 0.75 vs 0.5 -> 87; b (6000m, 10000): 0.5 vs 0.5 -> 100
+        // a (4000m, 10000): 0.75 vs 0.5 -> 87 (from 100 empty) -> 68;
+        // b (6000m, 10000): 0.5 vs 0.5 -> 100 (from 100) -> 75
         let snap = cluster(
             vec![
                 N::new("a")
@@ -188,14 +209,15 @@ mod tests {
             .req(&[("cpu", "2"), ("memory", "3000")])
             .build();
         let s = score_all(&BalancedAllocation::default(), &pod, &snap);
-        assert_eq!((s["a"], s["b"]), (87, 100));
+        assert_eq!((s["a"], s["b"]), (68, 75));
     }
 
     #[test]
     fn existing_pods_count_with_their_actual_requests() {
         // a holds 2 cpu / 0 memory; pod 1 cpu / 2Gi on 4 cpu / 8Gi nodes.
-        // a: cpu 3/4 = 0.75, memory 0.25 -> std 0.25 -> 75
-        // b: cpu 0.25, memory 0.25 -> 100
+        // a: without cpu 0.5, memory 0 -> 75; with cpu 0.75, memory 0.25
+        //    -> 75: unchanged balance -> 75
+        // b: without 0, 0 -> 100; with 0.25, 0.25 -> 100 -> 75
         let alloc = &[("cpu", "4"), ("memory", "8Gi")];
         let snap = cluster(
             vec![
@@ -206,7 +228,17 @@ mod tests {
         );
         let pod = P::new("p").req(&[("cpu", "1"), ("memory", "2Gi")]).build();
         let s = score_all(&BalancedAllocation::default(), &pod, &snap);
-        assert_eq!((s["a"], s["b"]), (75, 100));
+        assert_eq!((s["a"], s["b"]), (75, 75));
+        // A pod that evens a lopsided node out scores towards 100: on a
+        // node holding 2 cpu of 4, a 0 cpu / 4Gi pod moves 0.5, 0 (75) to
+        // 0.5, 0.5 (100): 50 + (50 + 25) / 2 = 87.
+        let pod = P::new("p").req(&[("cpu", "0"), ("memory", "4Gi")]).build();
+        let s = score_all(&BalancedAllocation::default(), &pod, &snap);
+        assert_eq!(s["a"], 87);
+        // The upstream cases' arithmetic: "nodes to reach min/max score".
+        assert_eq!(improvement_score(100, 50), 100);
+        assert_eq!(improvement_score(50, 100), 50);
+        assert_eq!(improvement_score(82, 85), 73);
     }
 
     #[test]

@@ -93,7 +93,7 @@ impl InterPodAffinity {
 
 /// Upstream `podMatchesAllAffinityTerms`: false for no terms.
 fn matches_all(pod: &Pod, terms: &[PodAffinityTerm]) -> bool {
-    !terms.is_empty() && terms.iter().all(|t| t.matches(pod))
+    !terms.is_empty() && terms.iter().all(|t| t.matches(&pod.namespace, &pod.labels))
 }
 
 /// What Filter needs, computed once per cycle.
@@ -144,7 +144,7 @@ impl FilterState {
             // assumed pod); it must not attract or repel itself.
             for existing in pods.iter().filter(|p| p.uid != pod.uid) {
                 for t in &existing.pod_affinity.required_anti_affinity {
-                    if t.matches(pod) {
+                    if t.matches(&pod.namespace, &pod.labels) {
                         s.existing_anti.add_for_node(node, &t.topology_key, 1);
                     }
                 }
@@ -154,7 +154,7 @@ impl FilterState {
                     }
                 }
                 for t in required_anti {
-                    if t.matches(existing) {
+                    if t.matches(&existing.namespace, &existing.labels) {
                         s.anti.add_for_node(node, &t.topology_key, 1);
                     }
                 }
@@ -167,7 +167,7 @@ impl FilterState {
     /// `node` in a what-if evaluation of the cycle's pod `incoming`.
     fn update(&mut self, pod: &Pod, incoming: &Pod, node: &Node, delta: i64) {
         for t in &pod.pod_affinity.required_anti_affinity {
-            if t.matches(incoming) {
+            if t.matches(&incoming.namespace, &incoming.labels) {
                 self.existing_anti
                     .add_for_node_dropping_zero(node, &t.topology_key, delta);
             }
@@ -180,7 +180,7 @@ impl FilterState {
             }
         }
         for t in &incoming.pod_affinity.required_anti_affinity {
-            if t.matches(pod) {
+            if t.matches(&pod.namespace, &pod.labels) {
                 self.anti
                     .add_for_node_dropping_zero(node, &t.topology_key, delta);
             }
@@ -328,7 +328,7 @@ fn process_term(
     node: &Node,
     multiplier: i64,
 ) {
-    if term.matches(target) {
+    if term.matches(&target.namespace, &target.labels) {
         scores.add_for_node(
             node,
             &term.topology_key,

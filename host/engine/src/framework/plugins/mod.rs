@@ -101,7 +101,7 @@ mod tests {
         assert_eq!(f.filter(&ctx, &state, snap.by_name("a").unwrap()), Ok(()));
         assert_eq!(
             f.filter(&big_ctx, &state, snap.by_name("a").unwrap()),
-            Err(Rejection::new("Insufficient cpu"))
+            Err(Rejection::unresolvable("Insufficient cpu"))
         );
     }
 
@@ -149,11 +149,12 @@ mod tests {
         );
         assert_eq!(
             verdict("tainted"),
-            Some(Rejection::unresolvable(
-                "node(s) had untolerated taint {gpu: true}"
-            ))
+            Some(Rejection::unresolvable("node(s) had untolerated taint(s)"))
         );
-        assert_eq!(verdict("small"), Some(Rejection::new("Insufficient cpu")));
+        assert_eq!(
+            verdict("small"),
+            Some(Rejection::unresolvable("Insufficient cpu"))
+        );
         assert_eq!(verdict("good"), None);
     }
 }

@@ -310,10 +310,15 @@ fn verdict(wanted: &[Wanted<'_>], node: &NodeInfo) -> Result<(), Rejection> {
     if room_for_a_pod(node) && !wanted.iter().any(|w| lacks(w, node)) {
         return Ok(());
     }
-    // Unschedulable, not unresolvable: preemption can free room.
+    // Unschedulable, so that preemption may free room; unresolvable
+    // (upstream 1.31+) when the pod asks more of a resource than the node
+    // has at all: no eviction can make it fit.
+    let unresolvable = wanted
+        .iter()
+        .any(|w| lacks(w, node) && w.amount > node.node.allocatable.get(w.resource));
     Err(Rejection {
         reasons: insufficient(wanted, node),
-        unresolvable: false,
+        unresolvable,
     })
 }
 
@@ -445,6 +450,15 @@ mod tests {
         })
     }
 
+    /// The pod asks more than the node has at all (upstream's
+    /// `Unresolvable`): no eviction helps.
+    fn beyond_allocatable(r: &[&str]) -> Result<(), Rejection> {
+        Err(Rejection {
+            reasons: r.iter().map(|s| s.to_string()).collect(),
+            unresolvable: true,
+        })
+    }
+
     #[test]
     fn pod_without_requests_fits_a_full_node() {
         assert_eq!(
@@ -541,7 +555,7 @@ mod tests {
         // A node without the resource cannot host it at all.
         assert_eq!(
             check(&[("cpu", "4"), ("memory", "8Gi")], &[], gpu("1")),
-            reasons(&["Insufficient nvidia.com/gpu"])
+            beyond_allocatable(&["Insufficient nvidia.com/gpu"])
         );
         // A limit alone defaults the request (API-server defaulting).
         let limit_only = P::new("p").spec(
@@ -550,7 +564,7 @@ mod tests {
         );
         assert_eq!(
             check(alloc, &[], limit_only),
-            reasons(&["Insufficient nvidia.com/gpu"])
+            beyond_allocatable(&["Insufficient nvidia.com/gpu"])
         );
     }
 
@@ -562,7 +576,7 @@ mod tests {
             NodeResourcesFit::from_args(&json!({"ignoredResources": ["example.com/aaa"]})).unwrap();
         assert_eq!(
             check_with(&by_name, alloc, &[], pod()),
-            reasons(&["Insufficient nvidia.com/gpu"])
+            beyond_allocatable(&["Insufficient nvidia.com/gpu"])
         );
         let by_group = NodeResourcesFit::from_args(
             &json!({"ignoredResourceGroups": ["example.com", "nvidia.com"]}),
@@ -576,7 +590,7 @@ mod tests {
         let pod = P::new("p").req(&[("kubernetes.io/something", "1")]);
         assert_eq!(
             check_with(&native, alloc, &[], pod),
-            reasons(&["Insufficient kubernetes.io/something"])
+            beyond_allocatable(&["Insufficient kubernetes.io/something"])
         );
     }
 
@@ -621,7 +635,7 @@ mod tests {
         ]);
         assert_eq!(
             check(alloc, &[], pod),
-            reasons(&[
+            beyond_allocatable(&[
                 "Too many pods",
                 "Insufficient cpu",
                 "Insufficient memory",

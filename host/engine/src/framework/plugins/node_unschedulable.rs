@@ -15,7 +15,7 @@ pub const ERR_REASON: &str = "node(s) were unschedulable";
 /// The taint kube-scheduler treats `spec.unschedulable` as (the node
 /// lifecycle controller also adds it), so DaemonSet-style pods that
 /// tolerate it may still land on cordoned nodes.
-pub const TAINT_KEY: &str = "node.kubernetes.io/unschedulable";
+pub use crate::model::node::UNSCHEDULABLE_TAINT_KEY as TAINT_KEY;
 
 #[derive(Debug, Clone, Copy, Default)]
 pub struct NodeUnschedulable;

@@ -16,9 +16,9 @@ use crate::framework::{
     CycleContext, CycleState, Decision, FilterPlugin, NodeInfo, Plugin, PluginError,
     PreFilterPlugin, PreScorePlugin, Rejection, ScorePlugin, Snapshot,
 };
-use crate::model::pod::{SpreadConstraint, WhenUnsatisfiable};
+use crate::model::pod::{tolerated, SpreadConstraint, WhenUnsatisfiable};
 use crate::model::selector::LabelSelector;
-use crate::model::{Node, Pod};
+use crate::model::{Node, Pod, TaintEffect};
 
 use super::helpers::{
     args_object, json_type, matches_required_node_affinity, reject_unknown, split_over_nodes,
@@ -119,11 +119,19 @@ fn constraints_of(pod: &Pod, kind: WhenUnsatisfiable) -> Vec<SpreadConstraint> {
         .collect()
 }
 
-/// Whether `node` takes part in counting: it passes the pod's required
-/// node affinity/selector (upstream's default `nodeAffinityPolicy: Honor`;
-/// taints are ignored) and has every constraint's key.
-fn counted(pod: &Pod, node: &Node, constraints: &[SpreadConstraint]) -> bool {
-    matches_required_node_affinity(pod, node) && has_all_keys(node, constraints)
+/// Upstream `MatchNodeInclusionPolicies`: whether `node` counts for
+/// constraint `c` of `pod`: with `nodeAffinityPolicy: Honor` (the default)
+/// it passes the pod's required node affinity and selector; with
+/// `nodeTaintsPolicy: Honor` the pod tolerates its NoSchedule and
+/// NoExecute taints (ignored by default).
+fn included(pod: &Pod, node: &Node, c: &SpreadConstraint) -> bool {
+    (!c.honor_node_affinity || matches_required_node_affinity(pod, node))
+        && (!c.honor_taints
+            || node
+                .taints
+                .iter()
+                .filter(|t| t.effect != TaintEffect::PreferNoSchedule)
+                .all(|t| tolerated(&pod.tolerations, t)))
 }
 
 // ---------------------------------------------------------------------------
@@ -194,14 +202,14 @@ fn count_nodes(pod: &Pod, constraints: &[SpreadConstraint], nodes: &[&NodeInfo])
     let mut per_node: Vec<(&str, i64)> = Vec::with_capacity(constraints.len());
     for info in nodes {
         let node = &info.node;
-        if !counted(pod, node, constraints) {
+        if !has_all_keys(node, constraints) {
             continue;
         }
         // Upstream keys counts by topology pair: two constraints on the
         // same key share the pair, and the later one's count wins on
         // each node. Mirrored so that verdicts agree.
         per_node.clear();
-        for c in constraints {
+        for c in constraints.iter().filter(|c| included(pod, node, c)) {
             let n = count_matching(&info.pods, c.selector.as_ref(), &pod.namespace, &pod.uid);
             match per_node.iter_mut().find(|(k, _)| *k == c.topology_key) {
                 Some(e) => e.1 = n,
@@ -273,10 +281,18 @@ impl FilterState {
             let Some(value) = node.labels.get(&c.topology_key) else {
                 return Err(Rejection::unresolvable(ERR_MISSING_LABEL));
             };
-            let min = self
+            let mut min = self
                 .paths
                 .get(&c.topology_key)
                 .map_or(i64::from(i32::MAX), CriticalPaths::min);
+            // Upstream `minMatchNum`: fewer eligible domains than
+            // `minDomains` make the global minimum 0.
+            if let Some(m) = c.min_domains {
+                let domains = self.counts.values_of(&c.topology_key).count();
+                if domains < usize::try_from(m).unwrap_or(usize::MAX) {
+                    min = 0;
+                }
+            }
             let self_match = i64::from(c.selector.as_ref().is_some_and(|s| s.matches(&pod.labels)));
             let skew = self
                 .counts
@@ -434,10 +450,13 @@ impl ScoreState {
             .collect();
         for info in snapshot.nodes() {
             let node = &info.node;
-            if !counted(pod, node, &constraints) {
+            if !has_all_keys(node, &constraints) {
                 continue;
             }
             for (i, c) in constraints.iter().enumerate() {
+                if !included(pod, node, c) {
+                    continue;
+                }
                 let Some(v) = node.labels.get(&c.topology_key) else {
                     continue;
                 };
@@ -777,6 +796,145 @@ mod tests {
         );
         assert_eq!(res["node-a"], ok());
         assert_eq!(res["node-y"], unschedulable(ERR_CONSTRAINTS));
+    }
+
+    /// Upstream filtering_test "NodeAffinityPolicy honored with labelSelectors"
+    /// and its Ignore twin: with Ignore, nodes outside the pod's node
+    /// affinity count too (node-x's 0 becomes the minimum).
+    #[test]
+    fn node_affinity_policy_ignore_counts_every_node() {
+        let with = |policy: Option<&str>| {
+            let mut c = constraint(1, HOSTNAME, "DoNotSchedule");
+            if let Some(p) = policy {
+                c["nodeAffinityPolicy"] = json!(p);
+            }
+            let pod = incoming(json!([c])).affinity(json!({"nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [
+                    {"key": HOSTNAME, "operator": "NotIn", "values": ["node-b", "node-x"]}
+                ]}]}
+            }}));
+            verdicts(
+                pod,
+                four_nodes(),
+                matching(&[("node-a", 2), ("node-b", 1), ("node-y", 3)]),
+            )
+        };
+        assert_eq!(with(None)["node-a"], ok());
+        assert_eq!(with(Some("Honor"))["node-a"], ok());
+        assert_eq!(
+            with(Some("Ignore"))["node-a"],
+            unschedulable(ERR_CONSTRAINTS)
+        );
+    }
+
+    /// `nodeTaintsPolicy: Honor` leaves out nodes whose NoSchedule taints
+    /// the pod does not tolerate; the default (Ignore) counts them.
+    #[test]
+    fn node_taints_policy_honor_leaves_out_untolerated_nodes() {
+        let nodes = || {
+            let mut n = four_nodes();
+            n[1] = N::new("node-b")
+                .labels(&[(HOSTNAME, "node-b"), (ZONE, "zone1")])
+                .taints(json!([{"key": "k", "value": "v", "effect": "NoSchedule"}]))
+                .build();
+            n
+        };
+        let placed = || matching(&[("node-a", 1), ("node-x", 1), ("node-y", 1)]);
+        let mut c = constraint(1, HOSTNAME, "DoNotSchedule");
+        let ignore = passing(incoming(json!([c.clone()])), nodes(), placed());
+        // node-b (0 pods) is the minimum: the others (1 + 1 - 0) fail; node-b
+        // itself passes this plugin (TaintToleration rejects it).
+        assert_eq!(ignore, ["node-b"]);
+        c["nodeTaintsPolicy"] = json!("Honor");
+        // With Honor node-b is no domain: the minimum is 1 and every node
+        // passes (node-b with its 0 too, as upstream; TaintToleration
+        // rejects it).
+        let honor = passing(incoming(json!([c.clone()])), nodes(), placed());
+        assert_eq!(honor, ["node-a", "node-b", "node-x", "node-y"]);
+        // A pod that tolerates the taint counts node-b again.
+        let tolerant =
+            incoming(json!([c])).tolerations(json!([{"key": "k", "operator": "Exists"}]));
+        assert_eq!(passing(tolerant, nodes(), placed()), ["node-b"]);
+    }
+
+    /// Upstream filtering_test "minDomains": fewer eligible domains than
+    /// `minDomains` make the global minimum 0.
+    #[test]
+    fn min_domains_above_the_domain_count_makes_the_minimum_zero() {
+        let placed = || matching(&[("node-a", 1), ("node-x", 1)]);
+        let c = constraint(1, ZONE, "DoNotSchedule");
+        assert_eq!(
+            passing(incoming(json!([c.clone()])), four_nodes(), placed()).len(),
+            4
+        );
+        let mut c3 = c.clone();
+        c3["minDomains"] = json!(3);
+        assert!(passing(incoming(json!([c3])), four_nodes(), placed()).is_empty());
+        let mut c2 = c;
+        c2["minDomains"] = json!(2);
+        assert_eq!(
+            passing(incoming(json!([c2])), four_nodes(), placed()).len(),
+            4
+        );
+    }
+
+    /// `matchLabelKeys` narrows the selector to pods with the incoming
+    /// pod's values (a new ReplicaSet revision spreads on its own).
+    #[test]
+    fn match_label_keys_count_only_the_same_revision() {
+        let mut c = constraint(1, HOSTNAME, "DoNotSchedule");
+        c["matchLabelKeys"] = json!(["pod-template-hash"]);
+        let pod = P::new("p")
+            .labels(&[("foo", ""), ("pod-template-hash", "new")])
+            .spec("topologySpreadConstraints", json!([c]));
+        let old = |name: &str| {
+            P::new(name)
+                .labels(&[("foo", ""), ("pod-template-hash", "old")])
+                .build()
+        };
+        let new = |name: &str| {
+            P::new(name)
+                .labels(&[("foo", ""), ("pod-template-hash", "new")])
+                .build()
+        };
+        // Old-revision pods on node-a and node-b do not count; the new one
+        // on node-x does: every node but node-x passes.
+        let placed = vec![
+            ("node-a", old("o1")),
+            ("node-b", old("o2")),
+            ("node-a", old("o3")),
+            ("node-x", new("n1")),
+        ];
+        assert_eq!(
+            passing(pod, four_nodes(), placed),
+            ["node-a", "node-b", "node-y"]
+        );
+    }
+
+    #[test]
+    fn bad_policies_name_their_field() {
+        for (field, value, cause) in [
+            (
+                "nodeTaintsPolicy",
+                json!("Sometimes"),
+                "unknown value \"Sometimes\"",
+            ),
+            ("minDomains", json!(0), "must be greater than zero"),
+        ] {
+            let mut c = constraint(1, ZONE, "DoNotSchedule");
+            c[field] = value;
+            let p: k8s_openapi::api::core::v1::Pod = serde_json::from_value(json!({
+                "metadata": {"name": "p", "namespace": "default"},
+                "spec": {"containers": [{"name": "c", "image": "x"}], "topologySpreadConstraints": [c]}
+            }))
+            .unwrap();
+            let e = Pod::from_k8s(&p).unwrap_err().to_string();
+            assert!(
+                e.contains(&format!("spec.topologySpreadConstraints[0].{field}"))
+                    && e.contains(cause),
+                "{e}"
+            );
+        }
     }
 
     #[test]

@@ -6,7 +6,8 @@ use serde_json::Value;
 
 use crate::framework::plugins::helpers::{args_object, int_in, reject_unknown};
 
-use super::NAME;
+/// The plugin's name.
+pub const NAME: &str = "Coscheduling";
 
 /// Upstream's default `permitWaitingTimeSeconds`.
 pub const DEFAULT_PERMIT_WAIT_SECONDS: u64 = 60;

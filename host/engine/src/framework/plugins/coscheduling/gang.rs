@@ -6,10 +6,24 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::model::PodGroup;
+use crate::model::{Pod, PodGroup};
 
-use super::groups::Member;
 use super::topology::Plan;
+
+/// A member pod as last seen.
+#[derive(Debug, Clone)]
+pub struct Member {
+    pub pod: Arc<Pod>,
+    /// Its node, once bound (from the watch, or PostBind).
+    pub node: Option<String>,
+}
+
+impl Member {
+    /// Succeeded or Failed: it no longer counts towards `minMember`.
+    pub fn terminal(&self) -> bool {
+        matches!(self.pod.phase.as_str(), "Succeeded" | "Failed")
+    }
+}
 
 /// A member reserved (assumed) by this scheduler, not yet seen bound.
 #[derive(Debug, Clone)]

@@ -15,22 +15,7 @@ use crate::framework::queue::{QueueSort, SortKey};
 use crate::model::pod_group::{PodGroupStatus, POD_GROUP_LABEL};
 use crate::model::{Pod, PodGroup};
 
-use super::gang::Group;
-
-/// A member pod as last seen.
-#[derive(Debug, Clone)]
-pub struct Member {
-    pub pod: Arc<Pod>,
-    /// Its node, once bound (from the watch, or PostBind).
-    pub node: Option<String>,
-}
-
-impl Member {
-    /// Succeeded or Failed: it no longer counts towards `minMember`.
-    pub fn terminal(&self) -> bool {
-        matches!(self.pod.phase.as_str(), "Succeeded" | "Failed")
-    }
-}
+use super::gang::{Group, Member};
 
 /// The key of the group a pod belongs to (`namespace/name`), if any.
 pub fn group_key(pod: &Pod) -> Option<String> {

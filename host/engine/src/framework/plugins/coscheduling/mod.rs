@@ -39,10 +39,11 @@ use crate::framework::{
 };
 
 pub use args::Args;
-pub use groups::{group_key, Member, PodGroups};
+pub use gang::Member;
+pub use groups::{group_key, PodGroups};
 pub use topology::Plan;
 
-pub const NAME: &str = "Coscheduling";
+pub use args::NAME;
 
 /// The CycleState key of the cycle's plan.
 const STATE_KEY: &str = "Coscheduling";

@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use crate::framework::node_info::{NodeInfo, Snapshot};
 use crate::framework::plugins::helpers::matches_required_node_affinity;
-use crate::framework::plugins::node_unschedulable::TAINT_KEY;
+use crate::model::node::UNSCHEDULABLE_TAINT_KEY as TAINT_KEY;
 use crate::model::pod::tolerated;
 use crate::model::pod_group::{Topology, TopologyMode};
 use crate::model::resources::{CPU, GPU, MEMORY, PODS};

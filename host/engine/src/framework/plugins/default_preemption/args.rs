@@ -4,7 +4,8 @@
 use serde_json::Value;
 
 use super::super::helpers::{args_object, int_in, json_type, reject_unknown};
-use super::NAME;
+/// The plugin's name.
+pub const NAME: &str = "DefaultPreemption";
 
 /// How many candidates preemption looks for, and how it breaks ties.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

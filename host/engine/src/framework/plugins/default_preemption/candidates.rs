@@ -31,6 +31,14 @@ pub fn potential_nodes<'a>(ctx: &CycleContext<'a>, filtered: &Filtered) -> Vec<&
         .collect()
 }
 
+/// What the dry run found: the candidates, and why each node tried
+/// without success is none (its reasons), for the FitError's
+/// `preemption:` part.
+pub struct DryRun {
+    pub found: Vec<Found>,
+    pub rejected: Vec<Vec<String>>,
+}
+
 /// The candidates among `potential`, starting at `offset`: those that
 /// violate no budget first, then the others, each in the order tried.
 pub fn find(
@@ -40,7 +48,7 @@ pub fn find(
     potential: &[&NodeInfo],
     offset: usize,
     runner: &dyn FilterRunner,
-) -> Vec<Found> {
+) -> DryRun {
     let n = potential.len();
     let want = args.num_candidates(n);
     let budgets = &ctx.snapshot.budgets.list;
@@ -53,12 +61,20 @@ pub fn find(
         })
     };
     let (mut fine, mut violating) = (Vec::new(), Vec::new());
+    let mut rejected = Vec::new();
     for wave in order.chunks(want.max(64)) {
-        let found: Vec<Option<Found>> = match runner.pool() {
+        let found: Vec<Result<Found, Vec<String>>> = match runner.pool() {
             Some(pool) => pool.install(|| wave.par_iter().map(try_node).collect()),
             None => wave.iter().map(try_node).collect(),
         };
-        for f in found.into_iter().flatten() {
+        for f in found {
+            let f = match f {
+                Ok(f) => f,
+                Err(reasons) => {
+                    rejected.push(reasons);
+                    continue;
+                }
+            };
             let list = if f.selection.violations == 0 {
                 &mut fine
             } else {
@@ -76,5 +92,8 @@ pub fn find(
         }
     }
     fine.extend(violating);
-    fine
+    DryRun {
+        found: fine,
+        rejected,
+    }
 }

@@ -38,7 +38,7 @@ use crate::framework::{
 pub use args::Args;
 use ordering::Ranked;
 
-pub const NAME: &str = "DefaultPreemption";
+pub use args::NAME;
 
 /// The plugin.
 pub struct DefaultPreemption {
@@ -85,11 +85,50 @@ impl PostFilterPlugin for DefaultPreemption {
         }
         result
     }
+
+    /// kube-scheduler 1.37 appends `not found` here: its DefaultPreemption
+    /// fails reading cycle state that the PreFilter phase, cut short,
+    /// never wrote (CycleState's `ErrNotFound`), and the error's text
+    /// becomes the PostFilter message (`0/3 nodes are available: pod has
+    /// unbound immediate PersistentVolumeClaims. not found`). Mirrored so
+    /// that messages compare equal; docs/compatibility.md lists it.
+    fn after_pre_filter_rejection(&self) -> Option<String> {
+        Some("not found".into())
+    }
 }
 
-/// kube-scheduler 1.20 adds nothing to the FitError message.
+/// Nothing to add to the FitError message.
 fn none() -> Result<PostFilterResult, PluginError> {
     Ok(PostFilterResult::Unschedulable(String::new()))
+}
+
+/// Upstream's reason for the nodes no eviction can help (unresolvable
+/// Filter verdicts).
+pub const NOT_HELPFUL: &str = "Preemption is not helpful for scheduling";
+
+/// Upstream's PostFilter message when it found no candidate (appended to
+/// the FitError): `preemption: ` and a FitError of its own over every
+/// node, the nodes tried with their reasons, the others
+/// [`NOT_HELPFUL`].
+fn no_candidate(
+    ctx: &CycleContext,
+    rejected: &[Vec<String>],
+) -> Result<PostFilterResult, PluginError> {
+    let mut fit = crate::framework::FitError {
+        num_all_nodes: ctx.snapshot.num_nodes(),
+        ..Default::default()
+    };
+    for reasons in rejected {
+        reasons.iter().for_each(|r| fit.add(r));
+    }
+    let absent = fit.num_all_nodes.saturating_sub(rejected.len());
+    if absent > 0 {
+        *fit.reasons.entry(NOT_HELPFUL.to_string()).or_insert(0) += absent;
+    }
+    Ok(PostFilterResult::Unschedulable(format!(
+        "preemption: {}",
+        fit.message()
+    )))
 }
 
 impl DefaultPreemption {
@@ -101,9 +140,11 @@ impl DefaultPreemption {
         runner: &dyn FilterRunner,
         e: &mut PreemptionExplanation,
     ) -> Result<PostFilterResult, PluginError> {
-        if let Some(why) = ineligible(ctx, filtered) {
+        if let Some((why, upstream)) = ineligible(ctx, filtered) {
             e.summary = why;
-            return none();
+            return Ok(PostFilterResult::Unschedulable(format!(
+                "preemption: {upstream}"
+            )));
         }
         if !ctx.snapshot.budgets.synced {
             e.summary = "not preempting until the PodDisruptionBudgets are read".into();
@@ -112,16 +153,17 @@ impl DefaultPreemption {
         let potential = candidates::potential_nodes(ctx, filtered);
         if potential.is_empty() {
             e.summary = "preemption cannot help: every node rejects the pod for a reason no eviction resolves".into();
-            return none();
+            return no_candidate(ctx, &[]);
         }
         let offset = self.rng.lock().random_range(0..potential.len());
-        let found = candidates::find(&self.args, ctx, state, &potential, offset, runner);
+        let dry = candidates::find(&self.args, ctx, state, &potential, offset, runner);
+        let found = dry.found;
         if found.is_empty() {
             e.summary = format!(
                 "no node where evicting pods of lower priority lets the pod fit ({} node(s) tried)",
                 potential.len()
             );
-            return none();
+            return no_candidate(ctx, &dry.rejected);
         }
         let by_cost = self.args.prefer_lower_deletion_cost;
         let mut ranked = ordering::order(found, by_cost);
@@ -142,11 +184,15 @@ impl DefaultPreemption {
     }
 }
 
-/// Upstream `PodEligibleToPreemptOthers`: `Some(why not)`.
-fn ineligible(ctx: &CycleContext, filtered: &Filtered) -> Option<String> {
+/// Upstream `PodEligibleToPreemptOthers`: `Some((why not, upstream's
+/// message))`.
+fn ineligible(ctx: &CycleContext, filtered: &Filtered) -> Option<(String, &'static str)> {
     let pod = ctx.pod;
     if !pod.may_preempt() {
-        return Some("the pod's preemptionPolicy is Never".into());
+        return Some((
+            "the pod's preemptionPolicy is Never".into(),
+            "not eligible due to preemptionPolicy=Never.",
+        ));
     }
     let nominated = ctx
         .snapshot
@@ -161,7 +207,12 @@ fn ineligible(ctx: &CycleContext, filtered: &Filtered) -> Option<String> {
     info.pods
         .iter()
         .any(|p| p.terminating && p.priority < pod.priority)
-        .then(|| format!("waiting for the pods it preempted on {nominated} to terminate"))
+        .then(|| {
+            (
+                format!("waiting for the pods it preempted on {nominated} to terminate"),
+                "not eligible due to a terminating pod on the nominated node.",
+            )
+        })
 }
 
 /// The nomination of the winning candidate; lower-priority pods nominated

@@ -9,7 +9,7 @@
 use std::cmp::Reverse;
 use std::sync::Arc;
 
-use crate::framework::nominator::passes_filters;
+use crate::framework::nominated::passes_filters;
 use crate::framework::{CycleContext, CycleState, FilterRunner, NodeInfo};
 use crate::model::budget::DisruptionBudget;
 use crate::model::Pod;
@@ -42,34 +42,41 @@ struct WhatIf<'a> {
 }
 
 impl WhatIf<'_> {
-    fn remove(&mut self, p: &Arc<Pod>) -> Option<()> {
-        self.node.remove_pod(&p.uid)?;
+    fn remove(&mut self, p: &Arc<Pod>) -> Result<(), Vec<String>> {
+        if self.node.remove_pod(&p.uid).is_none() {
+            return Err(vec![format!("{} is not on the node", p.key())]);
+        }
         self.runner
             .remove_pod(self.ctx, &mut self.state, p, &self.node)
-            .ok()
+            .map_err(|e| vec![e.to_string()])
     }
 
-    fn add(&mut self, p: &Arc<Pod>) -> Option<()> {
+    fn add(&mut self, p: &Arc<Pod>) -> Result<(), Vec<String>> {
         self.node.add_pod(p.clone());
         self.runner
             .add_pod(self.ctx, &mut self.state, p, &self.node)
-            .ok()
+            .map_err(|e| vec![e.to_string()])
     }
 
-    fn fits(&self) -> bool {
-        passes_filters(self.runner, self.ctx, &self.state, &self.node).is_ok()
+    fn fits(&self) -> Result<(), Vec<String>> {
+        passes_filters(self.runner, self.ctx, &self.state, &self.node).map_err(|r| r.reasons)
     }
 }
 
-/// The victims on `node` that make room for the cycle's pod, or `None`
-/// when no eviction there lets it fit (or a plugin failed).
+/// Upstream's reason for a node without pods of lower priority.
+pub const NO_VICTIMS: &str = "No preemption victims found for incoming pod";
+
+/// The victims on `node` that make room for the cycle's pod, or why none
+/// do, as upstream's per-node status reasons: [`NO_VICTIMS`], or the
+/// Filter reasons with every lower-priority pod gone (or a plugin's
+/// failure).
 pub fn select(
     ctx: &CycleContext,
     state: &CycleState,
     node: &NodeInfo,
     runner: &dyn FilterRunner,
     budgets: &[DisruptionBudget],
-) -> Option<Selection> {
+) -> Result<Selection, Vec<String>> {
     let priority = ctx.pod.priority;
     let mut w = WhatIf {
         ctx,
@@ -84,14 +91,12 @@ pub fn select(
         .cloned()
         .collect();
     if potential.is_empty() {
-        return None;
+        return Err(vec![NO_VICTIMS.to_string()]);
     }
     for p in &potential {
         w.remove(p)?;
     }
-    if !w.fits() {
-        return None;
-    }
+    w.fits()?;
     potential.sort_by_key(|p| importance(p));
     let (violating, fine) = split_by_budget(&potential, budgets);
     let mut out = Selection {
@@ -101,12 +106,12 @@ pub fn select(
     for (group, violates) in [(violating, true), (fine, false)] {
         for p in group {
             w.add(&p)?;
-            if !w.fits() {
+            if w.fits().is_err() {
                 w.remove(&p)?;
                 out.violations += u32::from(violates);
                 out.victims.push((p, violates));
             }
         }
     }
-    Some(out)
+    Ok(out)
 }

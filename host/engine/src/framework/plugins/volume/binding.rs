@@ -107,11 +107,6 @@ impl PreFilterPlugin for VolumeBinding {
         );
         Ok(Decision::Run)
     }
-
-    /// Upstream's PreFilter status: every node counts the reason.
-    fn rejection_counts_nodes(&self) -> bool {
-        true
-    }
 }
 
 impl FilterPlugin for VolumeBinding {

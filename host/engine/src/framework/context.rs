@@ -1,0 +1,16 @@
+//! What every extension point of the scheduling cycle receives.
+
+use crate::model::Pod;
+
+use super::node_info::Snapshot;
+
+/// What every extension point of the scheduling cycle receives.
+pub struct CycleContext<'a> {
+    pub pod: &'a Pod,
+    pub snapshot: &'a Snapshot,
+    /// Identifies the cycle (stable for its duration, unique per process).
+    pub cycle: u64,
+    /// The framework's workers, for a plugin that splits a walk over every
+    /// node (PreFilter, PreScore) across them; `None`: this thread only.
+    pub pool: Option<&'a rayon::ThreadPool>,
+}

@@ -1,0 +1,352 @@
+//! The extension points, in kube-scheduler's vocabulary. The framework
+//! knows plugins only through these traits: a native core plugin and a
+//! wasm component (through its adapter in the host crate) look the same
+//! here.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::model::Pod;
+
+use super::advisor::PreemptionAdvisor;
+use super::context::CycleContext;
+use super::cycle_state::CycleState;
+use super::explain::PreemptionExplanation;
+use super::fit_error::FitError;
+use super::node_info::NodeInfo;
+use super::plugin::Plugin;
+use super::status::{Decision, PluginError, Rejection};
+
+/// PreFilter, with upstream's PreFilterExtensions.
+pub trait PreFilterPlugin: Plugin {
+    /// Computes what Filter needs once per cycle. A rejection rejects every
+    /// node with its reason; `Skip` makes this plugin's Filter pass every
+    /// node in this cycle.
+    fn pre_filter(&self, ctx: &CycleContext, state: &mut CycleState)
+        -> Result<Decision, Rejection>;
+
+    /// How this plugin's PreFilter rejection reads in the FitError:
+    /// `false` (the default), as one reason for the pod (`0/3 nodes are
+    /// available: <reason>.`); `true`, as upstream's PreFilter status,
+    /// which every node gets (`0/3 nodes are available: 3 <reason>.`).
+    fn rejection_counts_nodes(&self) -> bool {
+        false
+    }
+
+    /// AddPod: `pod` is placed on `node` in a what-if evaluation
+    /// (preemption's reprieve, nominated pods); update `state` to match.
+    fn add_pod(
+        &self,
+        _ctx: &CycleContext,
+        _state: &mut CycleState,
+        _pod: &Arc<Pod>,
+        _node: &NodeInfo,
+    ) -> Result<(), PluginError> {
+        Ok(())
+    }
+
+    /// RemovePod: `pod` leaves `node` in a what-if evaluation (preemption's
+    /// victims).
+    fn remove_pod(
+        &self,
+        _ctx: &CycleContext,
+        _state: &mut CycleState,
+        _pod: &Arc<Pod>,
+        _node: &NodeInfo,
+    ) -> Result<(), PluginError> {
+        Ok(())
+    }
+}
+
+/// Filter: whether the pod fits a node. Called in parallel, on batches.
+pub trait FilterPlugin: Plugin {
+    fn filter(
+        &self,
+        ctx: &CycleContext,
+        state: &CycleState,
+        node: &NodeInfo,
+    ) -> Result<(), Rejection>;
+
+    /// Filters a batch: `out[i]` becomes the verdict on `nodes[i]` (`None`:
+    /// fits). The default filters node by node.
+    fn filter_batch(
+        &self,
+        ctx: &CycleContext,
+        state: &CycleState,
+        nodes: &[&NodeInfo],
+        out: &mut [Option<Rejection>],
+    ) {
+        for (node, verdict) in nodes.iter().zip(out) {
+            *verdict = self.filter(ctx, state, node).err();
+        }
+    }
+}
+
+/// Runs the profile's PreFilter extensions and Filter plugins on one
+/// node, as a PostFilter plugin needs for its what-if evaluations
+/// (upstream's PreemptHandle). Shared by worker threads.
+pub trait FilterRunner: Sync {
+    /// All Filter plugins on `node` (which may be a modified copy), with
+    /// `state` (which the caller may have changed through
+    /// [`FilterRunner::add_pod`] / [`FilterRunner::remove_pod`]).
+    fn run_filters(
+        &self,
+        ctx: &CycleContext,
+        state: &CycleState,
+        node: &NodeInfo,
+    ) -> Result<(), Rejection>;
+    /// Every PreFilter plugin's AddPod.
+    fn add_pod(
+        &self,
+        ctx: &CycleContext,
+        state: &mut CycleState,
+        pod: &Arc<Pod>,
+        node: &NodeInfo,
+    ) -> Result<(), PluginError>;
+    /// Every PreFilter plugin's RemovePod.
+    fn remove_pod(
+        &self,
+        ctx: &CycleContext,
+        state: &mut CycleState,
+        pod: &Arc<Pod>,
+        node: &NodeInfo,
+    ) -> Result<(), PluginError>;
+
+    /// The profile's preemption advisors (upstream's preemption
+    /// extenders), in profile order.
+    fn advisors(&self) -> &[Arc<dyn PreemptionAdvisor>] {
+        &[]
+    }
+
+    /// The framework's worker threads, for evaluating nodes in parallel.
+    fn pool(&self) -> Option<&rayon::ThreadPool> {
+        None
+    }
+
+    /// Whether `--explain` records this cycle.
+    fn recording(&self) -> bool {
+        false
+    }
+
+    /// Keeps what preemption considered, for `--explain`.
+    fn record(&self, _explanation: PreemptionExplanation) {}
+}
+
+/// The per-node verdicts of a failed Filter phase, for PostFilter.
+pub struct Filtered<'a> {
+    pub fit: &'a FitError,
+    /// Nodes that no eviction can make fit (UnschedulableAndUnresolvable).
+    pub unresolvable: &'a [u32],
+}
+
+/// A nomination: the pod should go to `node` once `victims` are gone.
+#[derive(Debug, Clone)]
+pub struct Nomination {
+    pub node: String,
+    pub node_index: u32,
+    pub victims: Vec<Arc<Pod>>,
+    /// Lower-priority pods nominated to `node` that lose their nomination
+    /// (they may no longer fit there).
+    pub displaced: Vec<Arc<Pod>>,
+}
+
+/// What PostFilter did.
+#[derive(Debug, Clone)]
+pub enum PostFilterResult {
+    /// The plugin found a way: evict the victims, nominate the node.
+    Nominated(Nomination),
+    /// It found none; the message is added to the FitError (upstream's
+    /// "preemption: ..." suffix; kube-scheduler 1.20 adds none, so an
+    /// empty message adds nothing).
+    Unschedulable(String),
+}
+
+/// PostFilter: runs when no node passed Filter (preemption).
+pub trait PostFilterPlugin: Plugin {
+    fn post_filter(
+        &self,
+        ctx: &CycleContext,
+        state: &CycleState,
+        filtered: &Filtered,
+        runner: &dyn FilterRunner,
+    ) -> Result<PostFilterResult, PluginError>;
+
+    /// What the plugin adds to the FitError when PreFilter rejected the
+    /// pod (upstream runs PostFilter then too, on no per-node verdicts).
+    fn after_pre_filter_rejection(&self) -> Option<String> {
+        None
+    }
+}
+
+/// PreScore: computes what Score needs, given the feasible nodes.
+pub trait PreScorePlugin: Plugin {
+    fn pre_score(
+        &self,
+        ctx: &CycleContext,
+        state: &mut CycleState,
+        feasible: &[&NodeInfo],
+    ) -> Result<Decision, PluginError>;
+}
+
+/// Score and NormalizeScore.
+pub trait ScorePlugin: Plugin {
+    /// The pod on `node`, raw.
+    fn score(
+        &self,
+        ctx: &CycleContext,
+        state: &CycleState,
+        node: &NodeInfo,
+    ) -> Result<i64, PluginError>;
+
+    /// Scores a batch into `out` (same order as `nodes`). `Skip`: the
+    /// plugin counts for nothing in this cycle. Called in parallel on
+    /// chunks of the feasible nodes. The default scores node by node.
+    fn score_batch(
+        &self,
+        ctx: &CycleContext,
+        state: &CycleState,
+        nodes: &[&NodeInfo],
+        out: &mut [i64],
+    ) -> Result<Decision, PluginError> {
+        for (node, score) in nodes.iter().zip(out) {
+            *score = self.score(ctx, state, node)?;
+        }
+        Ok(Decision::Run)
+    }
+
+    /// Whether Score may be called on chunks of the feasible nodes from
+    /// the worker threads. `false`: one batch with every feasible node, on
+    /// the thread that ran PreFilter (a plugin whose per-thread state
+    /// holds the cycle, as a wasm instance does, then pays for the cycle
+    /// once).
+    fn parallel(&self) -> bool {
+        true
+    }
+
+    /// NormalizeScore: maps the raw scores of all feasible nodes (in the
+    /// order the framework gave them) into 0..=100. The default keeps them.
+    fn normalize(
+        &self,
+        _ctx: &CycleContext,
+        _state: &CycleState,
+        _nodes: &[&NodeInfo],
+        _scores: &mut [i64],
+    ) -> Result<Decision, PluginError> {
+        Ok(Decision::Run)
+    }
+}
+
+/// Reserve and Unreserve: claim what the pod will use on its node before
+/// it is assumed, and give it back when the pod does not bind there.
+pub trait ReservePlugin: Plugin {
+    fn reserve(
+        &self,
+        ctx: &CycleContext,
+        state: &mut CycleState,
+        node: &NodeInfo,
+    ) -> Result<(), PluginError>;
+
+    /// Called for every Reserve plugin (in reverse order) when the pod's
+    /// reservation is undone, possibly long after its cycle.
+    fn unreserve(&self, pod: &Pod, state: &CycleState, node: &str);
+}
+
+/// Permit's verdict.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Permit {
+    Allow,
+    /// Keep the pod reserved; reject it when `Duration` passes first.
+    Wait(Duration),
+    Reject(String),
+}
+
+/// Permit: may hold a reserved pod before binding (gangs).
+pub trait PermitPlugin: Plugin {
+    fn permit(
+        &self,
+        ctx: &CycleContext,
+        state: &mut CycleState,
+        node: &NodeInfo,
+    ) -> Result<Permit, PluginError>;
+}
+
+/// Something the binding cycle must do against the API (or, in
+/// `simulate`, to the model) before or as the binding. The runtime
+/// executes them in order; a failure undoes the reservation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BindAction {
+    /// Merge these labels and annotations into the pod.
+    PatchPod {
+        labels: Vec<(String, String)>,
+        annotations: Vec<(String, String)>,
+    },
+    /// Bind the pod to the node (`pods/binding`).
+    Bind,
+    /// Take a lock on the pod's node: the node annotation `annotation`
+    /// set to `<RFC3339 time>,<namespace>,<pod>` with a
+    /// resourceVersion-guarded patch, as HAMi's `nodelock` does. A lock
+    /// held by another pod is waited for until it is released, its pod is
+    /// gone, or it is older than `expiry`; other nodes' bindings do not
+    /// wait. Released by the binder when a later action fails; otherwise
+    /// its holder (HAMi's device plugin) releases it.
+    LockNode {
+        annotation: String,
+        expiry: Duration,
+    },
+    /// Set these pod annotations to the current Unix time in seconds (at
+    /// the moment of writing, not of scheduling).
+    StampPod { annotations: Vec<String> },
+    /// Bind a PersistentVolume to a claim (VolumeBinding's PreBind, a
+    /// static binding): write `claimRef` (and, when `by_controller`,
+    /// `pv.kubernetes.io/bound-by-controller`) to the PV, which must still
+    /// be at `resource_version`. The PV controller binds the claim.
+    BindVolume {
+        pv: String,
+        resource_version: u64,
+        claim: crate::model::volume::ClaimRef,
+        by_controller: bool,
+    },
+    /// Have a volume provisioned for a claim on `node`: annotate the
+    /// claim, which must still be at `resource_version`, with
+    /// `volume.kubernetes.io/selected-node`.
+    SelectNode {
+        namespace: String,
+        claim: String,
+        node: String,
+        resource_version: u64,
+    },
+    /// Wait until the PV controller (and provisioners) completed the
+    /// pod's bindings, at most `timeout` (upstream's `bindTimeoutSeconds`):
+    /// the `(PV, namespace/claim)` static bindings and the provisioned
+    /// claims.
+    WaitForVolumes {
+        bindings: Vec<(String, String)>,
+        provisions: Vec<String>,
+        timeout: Duration,
+    },
+}
+
+/// PreBind: what to write before the pod is bound.
+pub trait PreBindPlugin: Plugin {
+    fn pre_bind(
+        &self,
+        pod: &Pod,
+        state: &CycleState,
+        node: &str,
+    ) -> Result<Vec<BindAction>, PluginError>;
+}
+
+/// Bind: how the pod is bound. `None` passes to the next Bind plugin.
+pub trait BindPlugin: Plugin {
+    fn bind(
+        &self,
+        pod: &Pod,
+        state: &CycleState,
+        node: &str,
+    ) -> Result<Option<Vec<BindAction>>, PluginError>;
+}
+
+/// PostBind: told that the pod was bound (informational).
+pub trait PostBindPlugin: Plugin {
+    fn post_bind(&self, pod: &Pod, state: &CycleState, node: &str);
+}
