@@ -56,6 +56,10 @@ pub struct Shared {
     pub pods_synced: AtomicBool,
     /// PodGroups listed (always true when no profile runs Coscheduling).
     pub pod_groups_synced: AtomicBool,
+    /// PodDisruptionBudgets listed once (kube-scheduler also waits for
+    /// every informer before its first cycle: a pod tried earlier would
+    /// get a different PostFilter verdict).
+    pub budgets_synced: AtomicBool,
     /// PriorityClasses, for pods that arrive without `spec.priority`.
     pub priority_classes: parking_lot::RwLock<crate::model::priority::PriorityClasses>,
     /// The volume watches listed once.
@@ -83,6 +87,7 @@ impl Shared {
             nodes_synced: AtomicBool::new(false),
             pods_synced: AtomicBool::new(false),
             pod_groups_synced: AtomicBool::new(true),
+            budgets_synced: AtomicBool::new(false),
             priority_classes: Default::default(),
             volumes_synced: Default::default(),
             start: Instant::now(),
@@ -103,6 +108,7 @@ impl Shared {
         self.nodes_synced.load(Ordering::Acquire)
             && self.pods_synced.load(Ordering::Acquire)
             && self.pod_groups_synced.load(Ordering::Acquire)
+            && self.budgets_synced.load(Ordering::Acquire)
             && self.volumes_synced.all()
     }
 

@@ -5,6 +5,7 @@
 //! a resolved `spec.priority` (admission normally resolves it).
 
 use std::collections::HashSet;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use futures::StreamExt;
@@ -77,6 +78,7 @@ pub async fn watch_budgets(shared: Arc<Shared>, client: Client) {
                     // Pods that could not preempt while the budgets were
                     // unknown try again.
                     budgets.synced = true;
+                    shared.budgets_synced.store(true, Ordering::Release);
                     let now = shared.now_ms();
                     cache.queue.on_cluster_event(now);
                     shared.wake.notify_all();
