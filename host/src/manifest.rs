@@ -1,10 +1,11 @@
 //! Reads Nodes and Pods (the volume objects: PersistentVolumes, claims,
 //! StorageClasses, CSINodes; and the PriorityClasses and
-//! PodDisruptionBudgets preemption uses) from YAML or JSON files and
+//! PodDisruptionBudgets preemption uses; the Namespaces affinity terms'
+//! `namespaceSelector` reads) from YAML or JSON files and
 //! directories, as `kubectl get -o yaml` prints them: single objects,
 //! multi-document YAML, and `List` objects. Other kinds are skipped.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1 as k8s;
@@ -14,6 +15,7 @@ use thiserror::Error;
 use crate::escape;
 use crate::input::{self, yaml, Limits, ReadBudget};
 use crate::model::budget::DisruptionBudget;
+use crate::model::namespace::Namespaces;
 use crate::model::pod_group::PodGroupObject;
 use crate::model::priority::PriorityClass;
 use crate::model::{ModelError, Node, Pod, PodGroup};
@@ -38,6 +40,9 @@ pub struct Manifests {
     pub priority_classes: Vec<PriorityClass>,
     /// PodDisruptionBudgets (`policy/v1` or `policy/v1beta1`).
     pub budgets: Vec<DisruptionBudget>,
+    /// Namespaces with their labels (for affinity terms'
+    /// `namespaceSelector`).
+    pub namespaces: Namespaces,
     /// PersistentVolumes, claims, StorageClasses and CSINodes.
     pub volumes: crate::framework::volumes::VolumeManifests,
     /// Kinds skipped, with counts (reported at debug level).
@@ -150,6 +155,17 @@ fn load_file(
             "PodDisruptionBudget" => {
                 let b = DisruptionBudget::from_json(obj).map_err(|c| fail(at.clone(), c))?;
                 out.budgets.push(b);
+            }
+            "Namespace" => {
+                let n: k8s::Namespace = decode(obj).map_err(|c| fail(at.clone(), c))?;
+                let (name, labels) = namespace_labels(&n);
+                if name.is_empty() {
+                    return Err(fail(at, "metadata.name: must not be empty".into()));
+                }
+                if out.namespaces.contains(&name) {
+                    return Err(fail(at, format!("duplicate Namespace {name}")));
+                }
+                out.namespaces.set(&name, labels);
             }
             k if crate::framework::volumes::manifest::KINDS.contains(&k) => {
                 use crate::framework::volumes::RawVolume;
@@ -315,3 +331,15 @@ fn file_objects(
     }
     Ok(out)
 }
+
+/// A Namespace's name and labels, with the `kubernetes.io/metadata.name`
+/// label the API server sets on every namespace.
+pub fn namespace_labels(n: &k8s::Namespace) -> (String, BTreeMap<String, String>) {
+    let name = n.metadata.name.clone().unwrap_or_default();
+    let mut labels = n.metadata.labels.clone().unwrap_or_default();
+    labels.insert(NAMESPACE_NAME_LABEL.into(), name.clone());
+    (name, labels)
+}
+
+/// The label the API server puts on every namespace, its name.
+pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";

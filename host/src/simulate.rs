@@ -3,7 +3,7 @@
 
 pub mod pod_groups;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -76,7 +76,7 @@ pub struct Preemption {
 pub struct PluginHealth {
     pub profile: String,
     pub plugin: String,
-    pub failures: std::collections::BTreeMap<&'static str, u64>,
+    pub failures: BTreeMap<&'static str, u64>,
     pub skips: u64,
     /// Instances started, the first included (each failure replaces one).
     pub instances: u64,
@@ -309,6 +309,19 @@ impl<'a> Simulation<'a> {
             self.cache.volume_applied(v, 0);
         }
         self.cache.snapshot.budgets = Budgets::complete(manifests.budgets);
+        // A pod's namespace exists on a server; one not in the manifests
+        // has only the label the server gives every namespace.
+        let mut namespaces = manifests.namespaces;
+        for pod in &manifests.pods {
+            if !namespaces.contains(&pod.namespace) {
+                let name = BTreeMap::from([(
+                    crate::manifest::NAMESPACE_NAME_LABEL.to_string(),
+                    pod.namespace.clone(),
+                )]);
+                namespaces.set(&pod.namespace, name);
+            }
+        }
+        self.cache.snapshot.namespaces = Arc::new(namespaces);
         let classes = PriorityClasses::new(manifests.priority_classes);
         for mut pod in manifests.pods {
             classes

@@ -467,3 +467,102 @@ fn version_and_usage() {
     assert_eq!(o.code, Some(2), "missing paths is a usage error");
     assert!(o.stderr.contains("<PATHS>..."), "{}", o.stderr);
 }
+
+/// Runs `wasmsched profiles` on a configuration written to a temp file.
+fn profiles_of(yaml: &str) -> Output {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("scheduler.yaml");
+    std::fs::write(&f, yaml).unwrap();
+    wasmsched(&["profiles", "--config", f.to_str().unwrap()])
+}
+
+const KUBE_FILE: &str =
+    "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n";
+
+/// A `KubeSchedulerConfiguration` means kube-scheduler's defaults: one
+/// profile `default-scheduler` with upstream's default plugins and
+/// weights, no wasm built-in and no HAMi lock unless named.
+#[test]
+fn a_kube_scheduler_file_means_kube_schedulers_defaults() {
+    let upstream = "profile default-scheduler\n  filter: NodeUnschedulable, NodeName, TaintToleration, NodeAffinity, NodePorts, \
+         NodeResourcesFit, VolumeRestrictions, NodeVolumeLimits, VolumeBinding, VolumeZone, PodTopologySpread, \
+         InterPodAffinity\n  score:  TaintToleration (weight 3), \
+         NodeAffinity (weight 2), NodeResourcesFit (weight 1), PodTopologySpread (weight 2), \
+         InterPodAffinity (weight 2), NodeResourcesBalancedAllocation (weight 1)\n  \
+         postfilter: DefaultPreemption\n  reserve: VolumeBinding\n  \
+         prebind: VolumeBinding\n  bind: DefaultBinder\n";
+    let o = profiles_of(KUBE_FILE);
+    ok(&o);
+    assert_eq!(o.stdout, upstream);
+    // The only profile without a name is default-scheduler too.
+    let o = profiles_of(&format!("{KUBE_FILE}profiles:\n- plugins: {{}}\n"));
+    ok(&o);
+    assert_eq!(o.stdout, upstream);
+    // A built-in wasm plugin runs where the file names it.
+    let o = profiles_of(&format!(
+        "{KUBE_FILE}profiles:\n- schedulerName: s\n  plugins:\n    multiPoint:\n      enabled:\n      - name: GpuTopology\n"
+    ));
+    ok(&o);
+    assert!(o.stdout.contains("GpuTopology (weight 3)"), "{}", o.stdout);
+    assert!(!o.stdout.contains("NetworkLocality"), "{}", o.stdout);
+}
+
+/// Every extension point of a profile's `plugins` is read as
+/// kube-scheduler reads it.
+#[test]
+fn every_extension_point_of_a_kube_scheduler_file_is_read() {
+    let o = profiles_of(&format!(
+        "{KUBE_FILE}profiles:\n- schedulerName: s\n  plugins:\n    queueSort:\n      enabled: [{{name: PrioritySort}}]\n    \
+         preEnqueue:\n      enabled: [{{name: SchedulingGates}}]\n    \
+         preScore:\n      disabled: [{{name: \"*\"}}]\n    \
+         score:\n      enabled: [{{name: NodeResourcesFit, weight: 5}}]\n    \
+         preFilter:\n      disabled: [{{name: VolumeRestrictions}}]\n    \
+         postFilter:\n      disabled: [{{name: DefaultPreemption}}]\n    \
+         reserve: {{}}\n    permit: {{}}\n    preBind: {{}}\n    bind: {{}}\n    postBind: {{}}\n"
+    ));
+    ok(&o);
+    assert!(
+        o.stdout.contains("  score:  NodeResourcesFit (weight 5)\n"),
+        "{}",
+        o.stdout
+    );
+    assert!(!o.stdout.contains("VolumeRestrictions"), "{}", o.stdout);
+    assert!(!o.stdout.contains("postfilter"), "{}", o.stdout);
+    // What is not supported is one line naming the field.
+    for (yaml, expected) in [
+        (
+            format!("{KUBE_FILE}extenders:\n- urlPrefix: http://x\n  filterVerb: filter\n"),
+            "extenders: scheduler extenders are not supported",
+        ),
+        (
+            format!("{KUBE_FILE}podInitialBackoffSeconds: 3\n"),
+            "podInitialBackoffSeconds: only kube-scheduler's default 1 is supported",
+        ),
+        (
+            format!("{KUBE_FILE}delayCacheUntilActive: true\n"),
+            "delayCacheUntilActive: not supported",
+        ),
+        (
+            format!("{KUBE_FILE}profiles:\n- schedulerName: s\n  plugins:\n    queueSort:\n      enabled: [{{name: Mine}}]\n"),
+            "profiles[0].plugins.queueSort.enabled[0].name: \"Mine\": the queue's plugins (PrioritySort, SchedulingGates) are built in",
+        ),
+        (
+            format!("{KUBE_FILE}profiles:\n- schedulerName: s\n  plugins:\n    bind:\n      enabled: [{{name: NodePorts}}]\n"),
+            "profiles[0].plugins.bind.enabled[0].name: plugin \"NodePorts\" does not implement Bind",
+        ),
+        (
+            format!("{KUBE_FILE}profiles:\n- plugins: {{}}\n- plugins: {{}}\n"),
+            "profiles[0].schedulerName: must not be empty",
+        ),
+    ] {
+        let o = profiles_of(&yaml);
+        assert_eq!(o.code, Some(1), "{yaml}: {}", o.stderr);
+        assert!(o.stderr.contains(expected), "{yaml}: {}", o.stderr);
+        assert_eq!(o.stderr.trim().lines().count(), 1, "{}", o.stderr);
+    }
+    // Accepted at kube-scheduler's defaults.
+    let o = profiles_of(&format!(
+        "{KUBE_FILE}podInitialBackoffSeconds: 1\npodMaxBackoffSeconds: 10\nenableProfiling: true\nextenders: []\n"
+    ));
+    ok(&o);
+}

@@ -334,6 +334,78 @@ fn no_nodes_at_all() {
     );
 }
 
+/// Required node affinity on `matchFields metadata.name In` terms.
+fn to_nodes(terms: serde_json::Value) -> serde_json::Value {
+    json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": terms}}})
+}
+
+fn named(names: &[&str]) -> serde_json::Value {
+    json!({"matchFields": [{"key": "metadata.name", "operator": "In", "values": names}]})
+}
+
+/// Upstream's PreFilterResult: a pod that names its nodes is filtered on
+/// them only; the others fail as NodeAffinity's PreFilter left them out
+/// (unresolvable, so preemption does not try them either).
+#[test]
+fn nodes_named_by_affinity_are_the_only_ones_filtered() {
+    let s = build(&native_config(), 0);
+    let nodes = vec![
+        NodeB::new("n1").alloc(&[("cpu", "3")]).build(),
+        NodeB::new("n2").alloc(&[("cpu", "8")]).build(),
+        NodeB::new("n3").alloc(&[("cpu", "8")]).build(),
+    ];
+    let pod = |name: &str, terms: serde_json::Value| {
+        PodB::new(name)
+            .cpu("2")
+            .spec("affinity", to_nodes(terms))
+            .build()
+    };
+    let r = simulate(
+        &s,
+        nodes,
+        vec![
+            PodB::new("resident").cpu("2").bound_to("n1").build(),
+            pod("on-n1", json!([named(&["n1"])])),
+            pod("on-n3-or-missing", json!([named(&["n3", "n9"])])),
+            pod("missing", json!([named(&["n9"])])),
+            // One term whose two requirements intersect to no name.
+            pod(
+                "conflict",
+                json!([{"matchFields": [
+                    {"key": "metadata.name", "operator": "In", "values": ["n1"]},
+                    {"key": "metadata.name", "operator": "In", "values": ["n2"]},
+                ]}]),
+            ),
+        ],
+    );
+    assert_eq!(
+        placements(&r)
+            .get("default/on-n3-or-missing")
+            .map(String::as_str),
+        Some("n3")
+    );
+    let f = failures(&r);
+    assert_eq!(
+        f["default/on-n1"],
+        "0/3 nodes are available: 1 Insufficient cpu, \
+         2 node(s) didn't satisfy plugin(s) [NodeAffinity]. \
+         preemption: 0/3 nodes are available: 1 No preemption victims found for incoming pod, \
+         2 Preemption is not helpful for scheduling."
+    );
+    assert_eq!(
+        f["default/missing"],
+        "0/3 nodes are available: 3 node(s) didn't satisfy plugin(s) [NodeAffinity]. \
+         preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
+    );
+    assert_eq!(
+        f["default/conflict"],
+        // PreFilter's own rejection, and DefaultPreemption's `not found`
+        // (see its after_pre_filter_rejection).
+        "0/3 nodes are available: pod affinity terms conflict. not found"
+    );
+}
+
 // ------------------------------------------------- retry after an event
 
 fn leader_and_follower() -> (Vec<wasmsched::model::Node>, Vec<Pod>) {
@@ -906,4 +978,90 @@ fn native_sidecars_count_towards_the_pods_requests() {
         message.starts_with("0/1 nodes are available: 1 Insufficient cpu."),
         "{message}"
     );
+}
+
+/// Namespaces in the manifests give affinity terms' `namespaceSelector`
+/// their labels; a pod's namespace that no manifest lists still has the
+/// `kubernetes.io/metadata.name` label the API server gives every
+/// namespace.
+#[test]
+fn namespace_selectors_read_the_namespaces_in_the_manifests() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("cluster.yaml");
+    let namespace = |name: &str, team: &str| {
+        json!({"apiVersion": "v1", "kind": "Namespace",
+               "metadata": {"name": name, "labels": {"team": team}}})
+    };
+    let avoid = |name: &str, selector: serde_json::Value| {
+        PodB::new(name)
+            .cpu("100m")
+            .spec(
+                "affinity",
+                json!({"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+                    "labelSelector": {"matchLabels": {"app": "db"}},
+                    "namespaceSelector": selector,
+                    "topologyKey": "kubernetes.io/hostname"}]}}),
+            )
+            .0
+    };
+    write_manifest(
+        &path,
+        &[
+            namespace("payments", "money"),
+            NodeB::new("n1").alloc(&[("cpu", "4"), ("pods", "10")]).0,
+            NodeB::new("n2").alloc(&[("cpu", "4"), ("pods", "10")]).0,
+            PodB::new("db")
+                .ns("payments")
+                .labels(&[("app", "db")])
+                .cpu("1")
+                .bound_to("n1")
+                .0,
+            PodB::new("db")
+                .ns("unlisted")
+                .labels(&[("app", "db")])
+                .cpu("1")
+                .bound_to("n2")
+                .0,
+            // Avoids the db of team money: n2 only.
+            avoid("by-team", json!({"matchLabels": {"team": "money"}})),
+            // Avoids the db of the unlisted namespace, by its name label.
+            avoid(
+                "by-name",
+                json!({"matchLabels": {"kubernetes.io/metadata.name": "unlisted"}}),
+            ),
+            // Avoids every db: nowhere.
+            avoid("everywhere", json!({})),
+        ],
+    );
+    let m = manifest::load(std::slice::from_ref(&path)).unwrap();
+    assert_eq!(m.namespaces.labels("payments")["team"], "money");
+    let r = simulate::run(&build(&native_config(), 0), m, &Default::default()).unwrap();
+    let p = placements(&r);
+    assert_eq!(p["default/by-team"], "n2");
+    assert_eq!(p["default/by-name"], "n1");
+    assert_eq!(
+        failures(&r).get("default/everywhere").map(String::as_str),
+        Some(
+            "0/2 nodes are available: 2 node(s) didn't match pod anti-affinity rules. \
+             preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod."
+        )
+    );
+}
+
+#[test]
+fn a_namespace_without_a_name_or_twice_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ns.yaml");
+    let ns =
+        |name: &str| json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
+    write_manifest(&path, &[ns("")]);
+    let e = manifest::load(std::slice::from_ref(&path))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("metadata.name: must not be empty"), "{e}");
+    write_manifest(&path, &[ns("a"), ns("a")]);
+    let e = manifest::load(std::slice::from_ref(&path))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("duplicate Namespace a"), "{e}");
 }

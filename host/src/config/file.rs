@@ -28,7 +28,51 @@ pub fn check(file: &ConfigFile) -> Result<(), ConfigError> {
         "bindConcurrency",
         file.bind_concurrency,
         MAX_BIND_CONCURRENCY,
-    )
+    )?;
+    let k = file;
+    if k.extenders.as_ref().is_some_and(|e| !e.is_empty()) {
+        return Err(err(
+            "extenders",
+            "scheduler extenders are not supported (a wasm plugin does an extender's Filter, Score and Bind in-process: docs/writing-plugins.md)",
+        ));
+    }
+    for (field, value, default) in [
+        ("podInitialBackoffSeconds", k.pod_initial_backoff_seconds, 1),
+        ("podMaxBackoffSeconds", k.pod_max_backoff_seconds, 10),
+    ] {
+        if value.is_some_and(|v| v != default) {
+            return Err(err(
+                field,
+                format!("only kube-scheduler's default {default} is supported"),
+            ));
+        }
+    }
+    if k.delay_cache_until_active == Some(true) {
+        return Err(err(
+            "delayCacheUntilActive",
+            "not supported: standbys keep their caches warm (only false)",
+        ));
+    }
+    for (field, value) in [
+        ("healthzBindAddress", &k.healthz_bind_address),
+        ("metricsBindAddress", &k.metrics_bind_address),
+    ] {
+        if value.as_deref().is_some_and(|v| !v.is_empty()) {
+            return Err(err(
+                field,
+                "deprecated and not supported (use --bind-address and --secure-port)",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Whether the file is kube-scheduler's own `KubeSchedulerConfiguration`
+/// (its defaults are then kube-scheduler's: no wasm built-ins unless
+/// named).
+pub fn is_kube_scheduler_file(file: &ConfigFile) -> bool {
+    file.kind.as_deref() == Some("KubeSchedulerConfiguration")
+        || file.api_version.as_deref() == Some("kubescheduler.config.k8s.io/v1")
 }
 
 fn at_most(field: &str, value: Option<usize>, max: usize) -> Result<(), ConfigError> {
@@ -68,6 +112,19 @@ pub struct ConfigFile {
     /// The pod-deletion-cost controller; `wasmsched run` starts it when
     /// present. See docs/deletion-cost.md.
     pub deletion_cost: Option<DeletionCostFile>,
+    /// Scheduler extenders (webhooks): refused unless empty.
+    pub extenders: Option<Vec<serde_json::Value>>,
+    /// Backoff of unschedulable pods: upstream's defaults (1 s, 10 s) only.
+    pub pod_initial_backoff_seconds: Option<i64>,
+    pub pod_max_backoff_seconds: Option<i64>,
+    /// Informers before leadership: only `false` (the default).
+    pub delay_cache_until_active: Option<bool>,
+    /// Go's pprof handlers: accepted, none are served.
+    pub enable_profiling: Option<bool>,
+    pub enable_contention_profiling: Option<bool>,
+    /// Deprecated; must be empty (use `--bind-address`/`--secure-port`).
+    pub healthz_bind_address: Option<String>,
+    pub metrics_bind_address: Option<String>,
 }
 
 /// `leaderElection` (kube-scheduler's field names and defaults).
@@ -108,6 +165,9 @@ pub struct ClientConnectionFile {
 #[derive(Debug, Clone, Deserialize, Default)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ProfileFile {
+    /// Absent in a file's only profile: `default-scheduler`, as
+    /// kube-scheduler defaults it.
+    #[serde(default)]
     pub scheduler_name: String,
     pub percentage_of_nodes_to_score: Option<u32>,
     #[serde(default)]
@@ -125,6 +185,20 @@ pub struct PluginsFile {
     pub multi_point: Option<PluginSet>,
     pub filter: Option<PluginSet>,
     pub score: Option<PluginSet>,
+    /// Applied before `filter`, to the same list.
+    pub pre_filter: Option<PluginSet>,
+    /// Applied before `score`, to the same list (weights are Score's).
+    pub pre_score: Option<PluginSet>,
+    /// The other points: a plugin disabled at one leaves the profile
+    /// (a plugin runs at every point it implements), one enabled joins.
+    pub pre_enqueue: Option<PluginSet>,
+    pub queue_sort: Option<PluginSet>,
+    pub post_filter: Option<PluginSet>,
+    pub reserve: Option<PluginSet>,
+    pub permit: Option<PluginSet>,
+    pub pre_bind: Option<PluginSet>,
+    pub bind: Option<PluginSet>,
+    pub post_bind: Option<PluginSet>,
 }
 
 /// `enabled` / `disabled` lists.

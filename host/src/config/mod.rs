@@ -22,6 +22,10 @@ pub use specs::WasmSpec;
 /// The profile served when no configuration file is given.
 pub const DEFAULT_SCHEDULER_NAME: &str = "gpu-scheduler";
 
+/// kube-scheduler's profile name when a `KubeSchedulerConfiguration`
+/// names none.
+pub const KUBE_DEFAULT_SCHEDULER_NAME: &str = "default-scheduler";
+
 /// A configuration that cannot be used, naming the field.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
 #[error("{field}: {cause}")]
@@ -174,15 +178,25 @@ pub fn build(file: &ConfigFile, base: &Path, seed: u64) -> Result<Scheduler, Con
             modules.get(&w.name)?;
         }
     }
-    let default_profile = [file::ProfileFile {
-        scheduler_name: DEFAULT_SCHEDULER_NAME.into(),
-        ..Default::default()
-    }];
-    let list: &[file::ProfileFile] = if file.profiles.is_empty() {
-        &default_profile
+    // kube-scheduler's defaulting: a `KubeSchedulerConfiguration` with no
+    // profile, or whose only profile has no name, serves
+    // `default-scheduler`; wasmsched's own file, `gpu-scheduler`.
+    let kube = file::is_kube_scheduler_file(file);
+    let unnamed = if kube {
+        KUBE_DEFAULT_SCHEDULER_NAME
     } else {
-        &file.profiles
+        DEFAULT_SCHEDULER_NAME
     };
+    let mut named = file.profiles.clone();
+    if named.is_empty() {
+        named.push(file::ProfileFile::default());
+    }
+    if let [only] = named.as_mut_slice() {
+        if only.scheduler_name.is_empty() {
+            only.scheduler_name = unnamed.into();
+        }
+    }
+    let list = &named;
     let mut names = std::collections::HashSet::new();
     let mut frameworks = Vec::new();
     let mut wasm = Vec::new();
@@ -190,7 +204,7 @@ pub fn build(file: &ConfigFile, base: &Path, seed: u64) -> Result<Scheduler, Con
     for (i, pf) in list.iter().enumerate() {
         let field = format!("profiles[{i}]");
         profiles::check_profile(pf, &field, &mut names)?;
-        let plan = plugin_sets::resolve(pf, &field, &mut modules)?;
+        let plan = plugin_sets::resolve(pf, &field, &mut modules, kube)?;
         let built = profiles::build(file, pf, &field, &plan, &mut modules, parallelism, &base)?;
         wasm.extend(
             built

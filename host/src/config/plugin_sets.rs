@@ -20,11 +20,15 @@ pub struct ProfilePlan {
 
 impl ProfilePlan {
     /// The registry's default profile (built-in wasm plugins only when
-    /// compiled into this binary).
-    fn defaults(modules: &Modules) -> Self {
+    /// compiled into this binary); for a `KubeSchedulerConfiguration`
+    /// file, kube-scheduler's ([`registry::KUBE_SCHEDULER_DEFAULTS`]).
+    fn defaults(modules: &Modules, kube: bool) -> Self {
         let mut plan = Self::default();
         for r in registry::REGISTRY.iter().filter(|r| r.default) {
             if matches!(r.factory, Factory::BuiltinWasm(_)) && !modules.has(r.name) {
+                continue;
+            }
+            if kube && !registry::KUBE_SCHEDULER_DEFAULTS.contains(&r.name) {
                 continue;
             }
             plan.add(
@@ -64,8 +68,9 @@ pub fn resolve(
     pf: &ProfileFile,
     field: &str,
     modules: &mut Modules,
+    kube: bool,
 ) -> Result<ProfilePlan, ConfigError> {
-    let mut plan = ProfilePlan::defaults(modules);
+    let mut plan = ProfilePlan::defaults(modules, kube);
     if let Some(mp) = &pf.plugins.multi_point {
         multi_point(
             &mut plan,
@@ -74,20 +79,118 @@ pub fn resolve(
             modules,
         )?;
     }
-    if let Some(s) = &pf.plugins.filter {
-        let mut list: Vec<(String, i64)> = plan.filters.iter().map(|n| (n.clone(), 0)).collect();
-        apply_set(&mut list, s, &format!("{field}.plugins.filter"), |_| 0)?;
-        plan.filters = list.into_iter().map(|(n, _)| n).collect();
+    let p = &pf.plugins;
+    for (key, set) in [("preFilter", &p.pre_filter), ("filter", &p.filter)] {
+        if let Some(s) = set {
+            let mut list: Vec<(String, i64)> =
+                plan.filters.iter().map(|n| (n.clone(), 0)).collect();
+            apply_set(&mut list, s, &format!("{field}.plugins.{key}"), |_| 0)?;
+            plan.filters = list.into_iter().map(|(n, _)| n).collect();
+        }
     }
-    if let Some(s) = &pf.plugins.score {
-        apply_set(
-            &mut plan.scores,
-            s,
-            &format!("{field}.plugins.score"),
-            registry::default_weight,
-        )?;
+    for (key, set) in [("preScore", &p.pre_score), ("score", &p.score)] {
+        if let Some(s) = set {
+            apply_set(
+                &mut plan.scores,
+                s,
+                &format!("{field}.plugins.{key}"),
+                registry::default_weight,
+            )?;
+        }
+    }
+    let others = [
+        ("preEnqueue", &p.pre_enqueue, None),
+        ("queueSort", &p.queue_sort, None),
+        ("postFilter", &p.post_filter, Some(Point::PostFilter)),
+        ("reserve", &p.reserve, Some(Point::Reserve)),
+        ("permit", &p.permit, Some(Point::Permit)),
+        ("preBind", &p.pre_bind, Some(Point::PreBind)),
+        ("bind", &p.bind, Some(Point::Bind)),
+        ("postBind", &p.post_bind, Some(Point::PostBind)),
+    ];
+    for (key, set, point) in others {
+        if let Some(s) = set {
+            other_point(
+                &mut plan,
+                s,
+                &format!("{field}.plugins.{key}"),
+                point,
+                modules,
+            )?;
+        }
     }
     Ok(plan)
+}
+
+/// A set at a point other than Filter and Score. `point` `None`: the
+/// queue's (PreEnqueue, QueueSort), whose plugins are built in and can be
+/// named but not replaced or disabled.
+fn other_point(
+    plan: &mut ProfilePlan,
+    set: &PluginSet,
+    f: &str,
+    point: Option<Point>,
+    modules: &mut Modules,
+) -> Result<(), ConfigError> {
+    let Some(point) = point else {
+        for (list, what) in [(&set.enabled, "enabled"), (&set.disabled, "disabled")] {
+            for (i, r) in list.iter().enumerate() {
+                if !registry::QUEUE_PLUGINS.contains(&r.name.as_str()) || what == "disabled" {
+                    return Err(err(
+                        format!("{f}.{what}[{i}].name"),
+                        format!(
+                            "{:?}: the queue's plugins ({}) are built in and always on",
+                            r.name,
+                            registry::QUEUE_PLUGINS.join(", ")
+                        ),
+                    ));
+                }
+            }
+        }
+        return Ok(());
+    };
+    for (i, d) in set.disabled.iter().enumerate() {
+        if d.name == "*" {
+            let at_point: Vec<String> = plan
+                .others
+                .iter()
+                .filter(|n| implements(n, point, modules))
+                .cloned()
+                .collect();
+            at_point.iter().for_each(|n| {
+                plan.remove(n);
+            });
+        } else if !implements(&d.name, point, modules) || !plan.remove(&d.name) {
+            return Err(err(
+                format!("{f}.disabled[{i}].name"),
+                format!("plugin {:?} is not enabled here", d.name),
+            ));
+        }
+    }
+    for (i, e) in set.enabled.iter().enumerate() {
+        if !implements(&e.name, point, modules) {
+            return Err(err(
+                format!("{f}.enabled[{i}].name"),
+                format!("plugin {:?} does not implement {point:?}", e.name),
+            ));
+        }
+        let (filter, score) = modules
+            .capabilities(&e.name)
+            .map_err(|c| err(format!("{f}.enabled[{i}].name"), c))?;
+        plan.add(&e.name, filter, score);
+    }
+    Ok(())
+}
+
+/// Whether plugin `name` implements `point` (native: its registry row;
+/// wasm: its exports).
+fn implements(name: &str, point: Point, modules: &mut Modules) -> bool {
+    if let Some(r) = registry::lookup(name).filter(|_| registry::native(name).is_some()) {
+        return r.points.contains(&point);
+    }
+    modules
+        .points(name)
+        .is_ok_and(|points| points.contains(&point))
 }
 
 /// `multiPoint`: disabled plugins leave every point, enabled ones join the

@@ -66,6 +66,25 @@ impl Modules {
         Ok((m.exports.filter, m.exports.score))
     }
 
+    /// The points wasm plugin `name` implements (by its exports).
+    pub fn points(&mut self, name: &str) -> Result<Vec<Point>, String> {
+        if !self.has(name) {
+            return Err(format!("unknown plugin {name:?}"));
+        }
+        let e = self.get(name).map_err(|e| e.to_string())?.exports;
+        Ok([
+            (e.filter, Point::Filter),
+            (e.score, Point::Score),
+            (e.post_filter, Point::PostFilter),
+            (e.reserve, Point::Reserve),
+            (e.permit, Point::Permit),
+            (e.pre_bind, Point::PreBind),
+        ]
+        .into_iter()
+        .filter_map(|(on, p)| on.then_some(p))
+        .collect())
+    }
+
     /// Every module compiled, in order.
     pub fn compiled(self) -> Vec<(String, Arc<PluginModule>)> {
         self.compiled

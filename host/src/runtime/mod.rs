@@ -23,6 +23,7 @@ pub mod gpu_metrics;
 pub mod informer;
 pub mod leader;
 pub mod metrics;
+pub mod namespace_watch;
 pub mod node_lock;
 pub mod pod_groups;
 pub mod policy_watch;
@@ -60,6 +61,8 @@ pub struct Shared {
     /// every informer before its first cycle: a pod tried earlier would
     /// get a different PostFilter verdict).
     pub budgets_synced: AtomicBool,
+    /// Namespaces listed once.
+    pub namespaces_synced: AtomicBool,
     /// PriorityClasses, for pods that arrive without `spec.priority`.
     pub priority_classes: parking_lot::RwLock<crate::model::priority::PriorityClasses>,
     /// The volume watches listed once.
@@ -88,6 +91,7 @@ impl Shared {
             pods_synced: AtomicBool::new(false),
             pod_groups_synced: AtomicBool::new(true),
             budgets_synced: AtomicBool::new(false),
+            namespaces_synced: AtomicBool::new(false),
             priority_classes: Default::default(),
             volumes_synced: Default::default(),
             start: Instant::now(),
@@ -109,6 +113,7 @@ impl Shared {
             && self.pods_synced.load(Ordering::Acquire)
             && self.pod_groups_synced.load(Ordering::Acquire)
             && self.budgets_synced.load(Ordering::Acquire)
+            && self.namespaces_synced.load(Ordering::Acquire)
             && self.volumes_synced.all()
     }
 
@@ -379,6 +384,10 @@ impl Watches {
             reports.clone(),
         )));
         tasks.extend(volume_watch::spawn(shared, client));
+        tasks.push(tokio::spawn(namespace_watch::watch_namespaces(
+            shared.clone(),
+            client.clone(),
+        )));
         Self { tasks }
     }
 

@@ -111,6 +111,9 @@ pub struct Snapshot {
     pub nominator: super::nominator::Nominator,
     /// PodDisruptionBudgets, for preemption.
     pub budgets: crate::model::budget::Budgets,
+    /// Namespaces and their labels, for affinity terms'
+    /// `namespaceSelector`.
+    pub namespaces: Arc<crate::model::namespace::Namespaces>,
     /// PVs, claims, StorageClasses and CSINodes (shared by clones: it is
     /// the one volume store, with its assumed bindings).
     volumes: Arc<VolumeStore>,

@@ -3,6 +3,7 @@
 //! wasm component (through its adapter in the host crate) look the same
 //! here.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -31,6 +32,19 @@ pub trait PreFilterPlugin: Plugin {
     /// which every node gets (`0/3 nodes are available: 3 <reason>.`).
     fn rejection_counts_nodes(&self) -> bool {
         false
+    }
+
+    /// Upstream's PreFilterResult, asked after a PreFilter that returned
+    /// `Run`: the names of the only nodes worth filtering, or `None` (the
+    /// default) for every node. The results of several plugins intersect;
+    /// the nodes left out fail, unresolvable, with `node(s) didn't satisfy
+    /// plugin(s) [<plugins>]`.
+    fn pre_filter_nodes(
+        &self,
+        _ctx: &CycleContext,
+        _state: &CycleState,
+    ) -> Option<BTreeSet<String>> {
+        None
     }
 
     /// AddPod: `pod` is placed on `node` in a what-if evaluation

@@ -85,6 +85,34 @@ macro_rules! registry {
 
 include!("registry_table.rs");
 
+/// kube-scheduler 1.37's default plugins (`pkg/scheduler/apis/config/v1/
+/// default_plugins.go`) that wasmsched has: what a
+/// `KubeSchedulerConfiguration` file's profiles start from. Upstream's
+/// PrioritySort and SchedulingGates are the queue's own here;
+/// ImageLocality and DynamicResources are not implemented
+/// (docs/compatibility.md).
+pub const KUBE_SCHEDULER_DEFAULTS: &[&str] = &[
+    "NodeUnschedulable",
+    "NodeName",
+    "TaintToleration",
+    "NodeAffinity",
+    "NodePorts",
+    "NodeResourcesFit",
+    "VolumeRestrictions",
+    "NodeVolumeLimits",
+    "VolumeBinding",
+    "VolumeZone",
+    "PodTopologySpread",
+    "InterPodAffinity",
+    "DefaultPreemption",
+    "NodeResourcesBalancedAllocation",
+    "DefaultBinder",
+];
+
+/// The queue's own plugins (kube-scheduler's QueueSort and PreEnqueue
+/// defaults): a configuration may name them, not replace them.
+pub const QUEUE_PLUGINS: &[&str] = &["PrioritySort", "SchedulingGates"];
+
 /// The row of `name`.
 pub fn lookup(name: &str) -> Option<&'static Registration> {
     REGISTRY.iter().find(|r| r.name == name)

@@ -14,7 +14,7 @@ registry! {
     native "TaintToleration" => plugins::taint_toleration::new,
         points: [Filter, Score], weight: 3, default: true;
     native "NodeAffinity" => plugins::node_affinity::new,
-        points: [Filter, Score], weight: 2, default: true;
+        points: [PreFilter, Filter, Score], weight: 2, default: true;
     native "NodePorts" => plugins::node_ports::new,
         points: [Filter], weight: 0, default: true;
     native "NodeResourcesFit" => plugins::node_resources_fit::new,

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use super::namespace::Namespaces;
 use super::node::Taint;
 use super::selector::{LabelSelector, NodeSelectorTerm};
 use super::TaintEffect;
@@ -60,20 +61,32 @@ pub struct NodeAffinity {
 pub struct PodAffinityTerm {
     /// `None`: the term's selector was absent, which matches no pod.
     pub selector: Option<LabelSelector>,
-    /// Namespaces the term looks in; empty with `all_namespaces` false
-    /// means the pod's own namespace (resolved at parse time).
+    /// Namespaces the term looks in by name; the pod's own namespace when
+    /// neither names nor a `namespaceSelector` are given (resolved at
+    /// parse time).
     pub namespaces: Vec<String>,
-    /// `namespaceSelector: {}`: every namespace.
-    pub all_namespaces: bool,
+    /// `namespaceSelector`: the namespaces whose labels it matches, added
+    /// to `namespaces` (`{}`: every namespace; `None`: none).
+    pub namespace_selector: Option<LabelSelector>,
     pub topology_key: String,
 }
 
 impl PodAffinityTerm {
     /// Whether a placed pod in `namespace` with `labels` is matched by
-    /// this term.
-    pub fn matches(&self, namespace: &str, labels: &BTreeMap<String, String>) -> bool {
-        (self.all_namespaces || self.namespaces.iter().any(|n| n == namespace))
-            && self.selector.as_ref().is_some_and(|s| s.matches(labels))
+    /// this term (upstream `AffinityTerm.Matches`); `namespaces` gives the
+    /// namespace's labels for the `namespaceSelector`.
+    pub fn matches(
+        &self,
+        namespace: &str,
+        labels: &BTreeMap<String, String>,
+        namespaces: &Namespaces,
+    ) -> bool {
+        self.selector.as_ref().is_some_and(|s| s.matches(labels))
+            && (self.namespaces.iter().any(|n| n == namespace)
+                || self
+                    .namespace_selector
+                    .as_ref()
+                    .is_some_and(|s| s.matches(namespaces.labels(namespace))))
     }
 }
 

@@ -70,6 +70,15 @@ pub struct Pod {
     /// defaults, used only for scoring.
     pub non_zero_milli_cpu: i64,
     pub non_zero_memory: i64,
+    /// The same, of the containers alone (pod-level requests ignored):
+    /// what NodeResourcesFit scores the incoming pod with. kube-scheduler
+    /// 1.37 builds that plugin's scorer without the PodLevelResources
+    /// feature (`getScorer` in `noderesources/fit.go` never sets it), so
+    /// its LeastAllocated and MostAllocated see the containers' requests
+    /// with the non-zero defaults, while BalancedAllocation and the nodes'
+    /// totals see the pod-level ones.
+    pub containers_non_zero_milli_cpu: i64,
+    pub containers_non_zero_memory: i64,
     pub tolerations: Vec<Toleration>,
     pub node_selector: BTreeMap<String, String>,
     pub node_affinity: NodeAffinity,
@@ -164,6 +173,7 @@ impl Pod {
             limits,
             non_zero_milli_cpu,
             non_zero_memory,
+            containers_non_zero,
             host_ports,
             init_extended,
             app_extended,
@@ -213,6 +223,8 @@ impl Pod {
             limits,
             non_zero_milli_cpu,
             non_zero_memory,
+            containers_non_zero_milli_cpu: containers_non_zero.0,
+            containers_non_zero_memory: containers_non_zero.1,
             tolerations,
             node_selector: spec.node_selector.clone().unwrap_or_default(),
             node_affinity,
@@ -289,6 +301,7 @@ struct PodResources {
     limits: Resources,
     non_zero_milli_cpu: i64,
     non_zero_memory: i64,
+    containers_non_zero: (i64, i64),
     host_ports: Vec<HostPort>,
     init_extended: Vec<wasmsched_shared::hami::request::ContainerResources>,
     app_extended: Vec<wasmsched_shared::hami::request::ContainerResources>,
@@ -321,10 +334,13 @@ fn pod_resources(spec: &k8s::PodSpec) -> Result<PodResources, Invalid> {
         inits.push((req, lim, sidecar));
     }
     let (pod_requests, pod_limits) = pod_level(spec)?;
-    let requests_of = |fill: &dyn Fn(&Resources) -> Resources| {
+    let containers_of = |fill: &dyn Fn(&Resources) -> Resources| {
         let apps = apps.iter().map(|(r, _)| fill(r));
         let inits = inits.iter().map(|(r, _, s)| (fill(r), *s));
-        let mut r = aggregate(apps, inits);
+        aggregate(apps, inits)
+    };
+    let requests_of = |fill: &dyn Fn(&Resources) -> Resources| {
+        let mut r = containers_of(fill);
         r.apply_pod_level(&pod_requests);
         r
     };
@@ -357,6 +373,19 @@ fn pod_resources(spec: &k8s::PodSpec) -> Result<PodResources, Invalid> {
         r
     });
     let (mut non_zero_milli_cpu, mut non_zero_memory) = (non_zero.get(CPU), non_zero.get(MEMORY));
+    let containers = containers_of(&|r| {
+        let mut r = r.clone();
+        for (k, v) in [
+            (CPU, DEFAULT_MILLI_CPU_REQUEST),
+            (MEMORY, DEFAULT_MEMORY_REQUEST),
+        ] {
+            if !r.has(k) {
+                r.set(k, v);
+            }
+        }
+        r
+    });
+    let mut containers_non_zero = (containers.get(CPU), containers.get(MEMORY));
     let mut limits = aggregate(
         apps.iter().map(|(_, l)| l.clone()),
         inits.iter().map(|(_, l, s)| (l.clone(), *s)),
@@ -368,6 +397,8 @@ fn pod_resources(spec: &k8s::PodSpec) -> Result<PodResources, Invalid> {
         requests.add(&o);
         non_zero_milli_cpu += o.get(CPU);
         non_zero_memory += o.get(MEMORY);
+        containers_non_zero.0 += o.get(CPU);
+        containers_non_zero.1 += o.get(MEMORY);
         if !limits.is_empty() {
             limits.add(&o);
         }
@@ -377,6 +408,7 @@ fn pod_resources(spec: &k8s::PodSpec) -> Result<PodResources, Invalid> {
         limits,
         non_zero_milli_cpu,
         non_zero_memory,
+        containers_non_zero,
         host_ports,
         init_extended,
         app_extended,
@@ -588,13 +620,23 @@ mod tests {
             "containers": [container(json!({})), container(json!({}))],
         }));
         assert_eq!((p.non_zero_milli_cpu, p.non_zero_memory), (200, 1 << 30));
-        // Overhead comes on top of the pod level.
+        // NodeResourcesFit's score sees the containers alone, each
+        // defaulted (200m, 400Mi), as kube-scheduler 1.37 does.
+        assert_eq!(
+            (
+                p.containers_non_zero_milli_cpu,
+                p.containers_non_zero_memory
+            ),
+            (200, 400 << 20)
+        );
+        // Overhead comes on top of the pod level, and of the containers.
         let p = with_pod_level(json!({
             "resources": {"requests": {"cpu": "1"}},
             "overhead": {"cpu": "250m"},
             "containers": [cpu("100m")],
         }));
         assert_eq!(p.requests.get(CPU), 1250);
+        assert_eq!(p.containers_non_zero_milli_cpu, 350);
         // A bad pod-level quantity names its field.
         let p: k8s::Pod = serde_json::from_value(json!({
             "metadata": {"name": "p", "namespace": "ns"},

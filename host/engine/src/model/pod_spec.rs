@@ -119,29 +119,20 @@ fn pod_affinity_term(
                 t.mismatch_label_keys.as_deref().unwrap_or_default(),
             )
         });
-    let all_namespaces = match &t.namespace_selector {
-        None => false,
-        Some(s)
-            if s.match_labels.as_ref().is_none_or(|m| m.is_empty())
-                && s.match_expressions.as_ref().is_none_or(|m| m.is_empty()) =>
-        {
-            true
-        }
-        Some(_) => {
-            return Err((
-                format!("{path}.namespaceSelector"),
-                "only an empty namespaceSelector (all namespaces) is supported".into(),
-            ))
-        }
-    };
+    let namespace_selector = t
+        .namespace_selector
+        .as_ref()
+        .map(LabelSelector::parse)
+        .transpose()
+        .map_err(|c| (format!("{path}.namespaceSelector"), c))?;
     let mut namespaces = t.namespaces.clone().unwrap_or_default();
-    if namespaces.is_empty() && !all_namespaces {
+    if namespaces.is_empty() && namespace_selector.is_none() {
         namespaces.push(namespace.to_string());
     }
     Ok(PodAffinityTerm {
         selector,
         namespaces,
-        all_namespaces,
+        namespace_selector,
         topology_key: t.topology_key.clone(),
     })
 }

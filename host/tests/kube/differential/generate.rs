@@ -1,31 +1,27 @@
 //! Seeded random clusters for the differential test: Nodes, pods already
-//! bound to them, and pending pods, as Kubernetes JSON.
+//! bound to them, and pending pods, as Kubernetes JSON; the namespaces'
+//! labels ([`NAMESPACE_LABELS`]) for affinity terms' `namespaceSelector`.
 //!
-//! Neutral by construction (kube-scheduler 1.20 has plugins wasmsched
-//! lacks, and they must score every node alike or not run):
+//! What the pods carry: requests and limits (a limit alone now and then),
+//! init containers and native sidecars (`restartPolicy: Always`),
+//! pod-level resources, host ports, node selectors and node affinity,
+//! pod (anti-)affinity with `namespaces`, `namespaceSelector`,
+//! `matchLabelKeys` and `mismatchLabelKeys`, tolerations, and topology
+//! spread with `matchLabelKeys`, `minDomains`, `nodeAffinityPolicy` and
+//! `nodeTaintsPolicy`.
+//!
+//! Neutral by construction (plugins of kube-scheduler's default set that
+//! wasmsched does not run must score every node alike):
 //! - no `status.images` on nodes: ImageLocality scores 0 everywhere;
-//! - no `scheduler.alpha.kubernetes.io/preferAvoidPods` annotation:
-//!   NodePreferAvoidPods scores 100 everywhere;
 //! - no owner references and no Services, ReplicaSets, ReplicationControllers
-//!   or StatefulSets: SelectorSpread (off in 1.20 anyway, where
-//!   DefaultPodTopologySpread is on) and PodTopologySpread's default
-//!   constraints select nothing;
-//! - no volumes: VolumeBinding, VolumeRestrictions, VolumeZone and the
-//!   volume-limit plugins pass every node;
+//!   or StatefulSets: PodTopologySpread's default constraints select
+//!   nothing;
+//! - no volumes and no resource claims: the volume plugins and
+//!   DynamicResources pass every node;
 //! - every pod has priority 0: preemption (PostFilter) finds no victim.
 //!
 //! Bound pods fit their nodes (requests within allocatable), as a
 //! scheduler would have placed them.
-//!
-//! Left out because 1.20 and current upstream (which wasmsched follows)
-//! differ in ways the test cannot recompute from wasmsched's output (see
-//! docs/compatibility.md):
-//! - topology spread constraints together with a node selector or required
-//!   node affinity (1.20's PreFilter counts pods on nodes that fail the
-//!   pod's node affinity when they share a domain with one that passes);
-//! - two spread constraints of one pod on the same topology key (upstream
-//!   keys its counts by topology pair, kubernetes#129067);
-//! - `namespaceSelector` in pod affinity terms (not in the 1.20 API).
 
 use rand::rngs::StdRng;
 use rand::seq::IndexedRandom;
@@ -35,6 +31,8 @@ use serde_json::{json, Map, Value};
 /// Namespaces of the generated pods (the second one exercises the
 /// `namespaces` of affinity terms).
 pub const NAMESPACES: [&str; 2] = ["difftest", "difftest-b"];
+/// The labels the test gives each of [`NAMESPACES`].
+pub const NAMESPACE_LABELS: [(&str, &str); 2] = [("team", "a"), ("team", "b")];
 /// The profile both schedulers serve.
 pub const SCHEDULER: &str = "diff-scheduler";
 pub const ZONE: &str = "topology.kubernetes.io/zone";
@@ -97,10 +95,11 @@ pub fn cluster(seed: u64, nodes: usize, pending: usize) -> Cluster {
 
 /// What a generated pod takes from its node: milli cpu, memory bytes and
 /// GPUs requested (a limit alone counts as the request, as the API server
-/// copies it), summed over containers, at least any init container's.
+/// copies it): the pod-level requests where set, else the containers' and
+/// sidecars' sum, at least any init container's plus the sidecars (an
+/// upper bound of upstream's `PodRequests`).
 fn usage(pod: &Value) -> [i64; 3] {
-    let one = |c: &Value| {
-        let r = &c["resources"];
+    let one = |r: &Value| {
         let get = |name: &str| r["requests"].get(name).or(r["limits"].get(name));
         [
             get("cpu").map_or(0, milli_cpu),
@@ -110,13 +109,24 @@ fn usage(pod: &Value) -> [i64; 3] {
     };
     let list = |key: &str| pod["spec"][key].as_array().cloned().unwrap_or_default();
     let mut total = [0; 3];
+    let mut sidecars = [0; 3];
+    let mut init = [0; 3];
     for c in list("containers") {
-        let u = one(&c);
+        let u = one(&c["resources"]);
         (0..3).for_each(|k| total[k] += u[k]);
     }
     for c in list("initContainers") {
-        let u = one(&c);
-        (0..3).for_each(|k| total[k] = total[k].max(u[k]));
+        let u = one(&c["resources"]);
+        if c["restartPolicy"] == "Always" {
+            (0..3).for_each(|k| sidecars[k] += u[k]);
+        } else {
+            (0..3).for_each(|k| init[k] = init[k].max(u[k]));
+        }
+    }
+    (0..3).for_each(|k| total[k] = (total[k] + sidecars[k]).max(init[k] + sidecars[k]));
+    if let Some(r) = pod["spec"].get("resources") {
+        let u = one(r);
+        (0..2).for_each(|k| total[k] = total[k].max(u[k]));
     }
     total
 }
@@ -240,10 +250,33 @@ impl Gen {
             list[0]["ports"] =
                 json!([{"containerPort": 80, "hostPort": port, "protocol": protocol}]);
         }
-        let init = self
-            .chance(0.1)
-            .then(|| json!([self.container("init", false)]));
-        (Value::Array(list), init)
+        let mut init = Vec::new();
+        if self.chance(0.1) {
+            init.push(self.container("init", false));
+        }
+        if self.chance(0.15) {
+            // A native sidecar, before or after the init container.
+            let mut sidecar = self.container("sidecar", false);
+            sidecar["restartPolicy"] = json!("Always");
+            let at = self.rng.random_range(0..=init.len());
+            init.insert(at, sidecar);
+        }
+        (
+            Value::Array(list),
+            (!init.is_empty()).then_some(Value::Array(init)),
+        )
+    }
+
+    /// Pod-level requests (`spec.resources`) at or above what the
+    /// containers request, as validation requires, and no limits.
+    fn pod_level(&mut self, pod: &Value) -> Option<Value> {
+        if !self.chance(0.1) {
+            return None;
+        }
+        let u = usage(pod);
+        let cpu = u[0] + self.pick(&[0, 250, 1000]);
+        let mem = (u[1] + 1024 * 1024 - 1) / (1024 * 1024) + self.pick(&[0, 512, 2048]);
+        Some(json!({"requests": {"cpu": format!("{cpu}m"), "memory": format!("{mem}Mi")}}))
     }
 
     fn pod_base(&mut self, name: &str) -> Value {
@@ -253,16 +286,20 @@ impl Gen {
             NAMESPACES[1]
         };
         let app = self.pick(&APPS);
+        let version = self.pick(&["v1", "v2"]);
         let (containers, init) = self.containers();
         let mut p = json!({
             "apiVersion": "v1",
             "kind": "Pod",
-            "metadata": {"name": name, "namespace": ns, "labels": {"app": app}},
+            "metadata": {"name": name, "namespace": ns, "labels": {"app": app, "version": version}},
             "spec": {"schedulerName": SCHEDULER, "containers": containers,
                      "terminationGracePeriodSeconds": 0}
         });
         if let Some(init) = init {
             p["spec"]["initContainers"] = init;
+        }
+        if let Some(r) = self.pod_level(&p) {
+            p["spec"]["resources"] = r;
         }
         p
     }
@@ -369,7 +406,7 @@ impl Gen {
         if self.chance(0.3) {
             p["spec"]["tolerations"] = self.tolerations();
         }
-        if !selects_nodes && self.chance(0.25) {
+        if self.chance(if selects_nodes { 0.15 } else { 0.25 }) {
             p["spec"]["topologySpreadConstraints"] = self.spread(&app);
         }
         p
@@ -410,8 +447,25 @@ impl Gen {
             "labelSelector": selector,
             "topologyKey": self.pick(&[ZONE, HOSTNAME]),
         });
-        if self.chance(0.15) {
-            t["namespaces"] = json!(NAMESPACES);
+        match self.rng.random_range(0..20) {
+            0..=2 => t["namespaces"] = json!(NAMESPACES),
+            3 => t["namespaceSelector"] = json!({}),
+            4 => {
+                let (k, v) = self.pick(&NAMESPACE_LABELS);
+                t["namespaceSelector"] = json!({"matchLabels": {k: v}});
+            }
+            5 => {
+                t["namespaces"] = json!([NAMESPACES[0]]);
+                t["namespaceSelector"] = json!({"matchExpressions": [
+                    {"key": "kubernetes.io/metadata.name", "operator": "In", "values": [NAMESPACES[1]]}
+                ]});
+            }
+            _ => {}
+        }
+        match self.rng.random_range(0..10) {
+            0 => t["matchLabelKeys"] = json!(["version"]),
+            1 => t["mismatchLabelKeys"] = json!(["version"]),
+            _ => {}
         }
         t
     }
@@ -450,12 +504,26 @@ impl Gen {
                 } else {
                     self.pick(&APPS).to_string()
                 };
-                json!({
+                let when = self.pick(&["DoNotSchedule", "ScheduleAnyway"]);
+                let mut c = json!({
                     "maxSkew": self.rng.random_range(1..=3),
                     "topologyKey": key,
-                    "whenUnsatisfiable": self.pick(&["DoNotSchedule", "ScheduleAnyway"]),
+                    "whenUnsatisfiable": when,
                     "labelSelector": {"matchLabels": {"app": target}},
-                })
+                });
+                if self.chance(0.2) {
+                    c["matchLabelKeys"] = json!(["version"]);
+                }
+                if when == "DoNotSchedule" && self.chance(0.15) {
+                    c["minDomains"] = json!(self.rng.random_range(2..=4));
+                }
+                if self.chance(0.15) {
+                    c["nodeAffinityPolicy"] = json!(self.pick(&["Honor", "Ignore"]));
+                }
+                if self.chance(0.2) {
+                    c["nodeTaintsPolicy"] = json!(self.pick(&["Honor", "Ignore"]));
+                }
+                c
             })
             .collect();
         Value::Array(list)

@@ -29,8 +29,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Event, Node, Pod};
-use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use k8s_openapi::api::core::v1::{Event, Namespace, Node, Pod};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::Client;
 use serde_json::{json, Value};
 
@@ -169,6 +169,7 @@ async fn run_seed(
     tally: &mut Tally,
 ) {
     reset(client, &NAMESPACES).await;
+    label_namespaces(client).await;
     // 6 to 16 nodes.
     let nodes = 6 + (seed as usize * 7) % 11;
     let cluster = generate::cluster(seed, nodes, pods);
@@ -192,7 +193,7 @@ async fn run_seed(
         .unwrap_or(1);
     let _kube = Killed(kube_scheduler(kube_cfg, &log, verbosity));
     for pod in &cluster.pending {
-        let (nodes, bound) = state(client).await;
+        let (nodes, bound, namespaces) = state(client).await;
         let created = create(client, pod).await;
         let ns = created["metadata"]["namespace"]
             .as_str()
@@ -201,7 +202,12 @@ async fn run_seed(
         let name = created["metadata"]["name"].as_str().unwrap().to_string();
         let kube = kube_outcome(client, &created, &log).await;
         let dump = tmp.join(format!("seed{seed}-{ns}-{name}.json"));
-        let items: Vec<&Value> = nodes.iter().chain(&bound).chain([&created]).collect();
+        let items: Vec<&Value> = namespaces
+            .iter()
+            .chain(&nodes)
+            .chain(&bound)
+            .chain([&created])
+            .collect();
         let list = json!({"apiVersion": "v1", "kind": "List", "items": items});
         std::fs::write(&dump, list.to_string()).unwrap();
         let ws = simulate(&dump, ws_cfg, &format!("{ns}/{name}"));
@@ -230,6 +236,7 @@ fn spec_of(pod: &Value) -> String {
                 "affinity",
                 "tolerations",
                 "topologySpreadConstraints",
+                "resources",
             ]
             .contains(&k.as_str())
         });
@@ -266,8 +273,20 @@ async fn delete(client: &Client, ns: &str, name: &str) {
     .await;
 }
 
-/// Every node, and every pod bound to one.
-async fn state(client: &Client) -> (Vec<Value>, Vec<Value>) {
+/// Gives each test namespace its label ([`generate::NAMESPACE_LABELS`]),
+/// for the generated `namespaceSelector`s.
+async fn label_namespaces(client: &Client) {
+    let api: Api<Namespace> = Api::all(client.clone());
+    for (ns, (k, v)) in NAMESPACES.iter().zip(generate::NAMESPACE_LABELS) {
+        let patch = json!({"metadata": {"labels": {k: v}}});
+        api.patch(ns, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .unwrap();
+    }
+}
+
+/// Every node, every pod bound to one, and every namespace.
+async fn state(client: &Client) -> (Vec<Value>, Vec<Value>, Vec<Value>) {
     let nodes: Api<Node> = Api::all(client.clone());
     let pods: Api<Pod> = Api::all(client.clone());
     let lp = ListParams::default();
@@ -288,7 +307,16 @@ async fn state(client: &Client) -> (Vec<Value>, Vec<Value>) {
         .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some())
         .map(plain)
         .collect();
-    (nodes, bound)
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let namespaces = namespaces
+        .list(&lp)
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(plain)
+        .collect();
+    (nodes, bound, namespaces)
 }
 
 /// Waits for kube-scheduler's first verdict on the pod: its

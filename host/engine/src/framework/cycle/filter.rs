@@ -1,6 +1,7 @@
 //! PreFilter and Filter: the feasible nodes, found in parallel waves from
 //! where the previous cycle stopped, until numFeasibleNodesToFind.
 
+use std::collections::BTreeSet;
 use std::sync::atomic::Ordering;
 
 use rayon::prelude::*;
@@ -18,14 +19,46 @@ impl<'a> Cycle<'a> {
     /// once per node).
     pub(super) fn pre_filter(&mut self) -> Result<(), (String, bool)> {
         let mut skipped = Vec::new();
+        let mut subset: Option<BTreeSet<String>> = None;
+        let mut with_nodes: Vec<&str> = Vec::new();
         for p in &self.profile.pre_filter {
             let _t = Timed::start(self.timings, p.name(), "PreFilter");
             match p.pre_filter(&self.ctx, &mut self.state) {
-                Ok(Decision::Run) => {}
+                Ok(Decision::Run) => {
+                    let Some(names) = p.pre_filter_nodes(&self.ctx, &self.state) else {
+                        continue;
+                    };
+                    with_nodes.push(p.name());
+                    let merged = match subset.take() {
+                        None => names,
+                        Some(s) => s.intersection(&names).cloned().collect(),
+                    };
+                    if merged.is_empty() {
+                        // Upstream's RunPreFilterPlugins, word for word.
+                        with_nodes.sort_unstable();
+                        let msg = match with_nodes.as_slice() {
+                            [one] => format!("node(s) didn't satisfy plugin {one}"),
+                            many => format!(
+                                "node(s) didn't satisfy plugin(s) [{}] simultaneously",
+                                many.join(" ")
+                            ),
+                        };
+                        return Err((msg, false));
+                    }
+                    subset = Some(merged);
+                }
                 Ok(Decision::Skip) => skipped.push(p.name().to_string()),
                 Err(r) => return Err((r.reasons.join(", "), p.rejection_counts_nodes())),
             }
         }
+        with_nodes.sort_unstable();
+        self.node_subset = subset.map(|s| {
+            let reason = format!(
+                "node(s) didn't satisfy plugin(s) [{}]",
+                with_nodes.join(" ")
+            );
+            (s, reason)
+        });
         self.skip_filter = self
             .profile
             .filter
@@ -39,18 +72,52 @@ impl<'a> Cycle<'a> {
     /// where the previous cycle stopped (deterministic for a seed).
     pub(super) fn find_feasible(&mut self) -> Found<'a> {
         let snapshot = self.ctx.snapshot;
-        let all: Vec<&'a NodeInfo> = snapshot.nodes().collect();
-        let start = self.next_start.load(Ordering::Relaxed) % all.len();
-        let order: Vec<&'a NodeInfo> = all[start..].iter().chain(&all[..start]).copied().collect();
-        let to_find =
-            num_feasible_nodes_to_find(all.len(), self.profile.percentage_of_nodes_to_score);
-        let workers = self.workers();
-        let chunk = (to_find / workers).clamp(16, 256);
+        let num_nodes = snapshot.num_nodes();
+        let next_start = self.next_start.load(Ordering::Relaxed);
         let mut found = Found {
             feasible: Vec::new(),
             rejections: Vec::new(),
             processed: 0,
         };
+        // Upstream filters the PreFilterResult's nodes only; the others
+        // fail with its reason, unresolvable.
+        let all: Vec<&'a NodeInfo> = match &self.node_subset {
+            None => snapshot.nodes().collect(),
+            Some((names, reason)) => {
+                let (inside, outside): (Vec<&'a NodeInfo>, Vec<&'a NodeInfo>) =
+                    snapshot.nodes().partition(|n| names.contains(n.name()));
+                let plugin = self
+                    .profile
+                    .filter
+                    .iter()
+                    .position(|f| reason.contains(f.name()))
+                    .unwrap_or(0);
+                found.rejections = outside
+                    .iter()
+                    .map(|n| {
+                        let rejection = NodeRejection {
+                            plugin,
+                            reasons: vec![reason.clone()],
+                            unresolvable: true,
+                        };
+                        (n.index, rejection)
+                    })
+                    .collect();
+                inside
+            }
+        };
+        if all.is_empty() {
+            if self.recording {
+                self.record.rejections = found.rejections.clone();
+            }
+            return found;
+        }
+        let start = next_start % all.len();
+        let order: Vec<&'a NodeInfo> = all[start..].iter().chain(&all[..start]).copied().collect();
+        let to_find =
+            num_feasible_nodes_to_find(all.len(), self.profile.percentage_of_nodes_to_score);
+        let workers = self.workers();
+        let chunk = (to_find / workers).clamp(16, 256);
         for wave in order.chunks(chunk * workers) {
             let this = &*self;
             let results: Vec<Vec<Option<NodeRejection>>> = self.pool.install(|| {
@@ -72,8 +139,10 @@ impl<'a> Cycle<'a> {
                 break;
             }
         }
-        self.next_start
-            .store((start + found.processed) % all.len(), Ordering::Relaxed);
+        self.next_start.store(
+            (next_start + found.processed) % num_nodes,
+            Ordering::Relaxed,
+        );
         if self.recording {
             self.record.rejections = found.rejections.clone();
             self.record.evaluated = order[..found.processed].iter().map(|n| n.index).collect();

@@ -160,6 +160,7 @@ impl Framework {
             ctx,
             state: CycleState::default(),
             skip_filter: Vec::new(),
+            node_subset: None,
             recording: recorder.is_some(),
             record: Record::default(),
         };

@@ -32,6 +32,9 @@ pub(crate) struct Cycle<'a> {
     pub state: CycleState,
     /// Per Filter plugin (profile order): it said Skip at PreFilter.
     pub skip_filter: Vec<bool>,
+    /// The PreFilterResult: the only nodes to filter, and the reason the
+    /// others fail; `None`, every node.
+    pub node_subset: Option<(std::collections::BTreeSet<String>, String)>,
     /// A recorder is attached: keep what `--explain` shows.
     pub recording: bool,
     pub record: Record,

@@ -41,7 +41,9 @@ pub fn is_extended_resource(name: &str) -> bool {
 ///
 /// `use_requested` picks the actual requests (BalancedAllocation) rather
 /// than the non-zero-defaulted cpu/memory requests (NodeResourcesFit), so
-/// that pods without requests still count when spreading by load.
+/// that pods without requests still count when spreading by load; for
+/// the latter the incoming pod counts its containers alone
+/// ([`Pod::containers_non_zero_milli_cpu`]), as in kube-scheduler 1.37.
 pub fn allocatable_and_requested(
     pod: &Pod,
     node: &NodeInfo,
@@ -54,7 +56,7 @@ pub fn allocatable_and_requested(
             let (on_node, by_pod) = if use_requested {
                 (node.requested.get(CPU), pod.requests.get(CPU))
             } else {
-                (node.non_zero_milli_cpu, pod.non_zero_milli_cpu)
+                (node.non_zero_milli_cpu, pod.containers_non_zero_milli_cpu)
             };
             (alloc.get(CPU), on_node.saturating_add(by_pod))
         }
@@ -62,7 +64,7 @@ pub fn allocatable_and_requested(
             let (on_node, by_pod) = if use_requested {
                 (node.requested.get(MEMORY), pod.requests.get(MEMORY))
             } else {
-                (node.non_zero_memory, pod.non_zero_memory)
+                (node.non_zero_memory, pod.containers_non_zero_memory)
             };
             (alloc.get(MEMORY), on_node.saturating_add(by_pod))
         }

@@ -15,6 +15,7 @@ use crate::framework::{
     CycleContext, CycleState, Decision, FilterPlugin, NodeInfo, Plugin, PluginError,
     PreFilterPlugin, PreScorePlugin, Rejection, ScorePlugin, Snapshot,
 };
+use crate::model::namespace::Namespaces;
 use crate::model::pod::PodAffinityTerm;
 use crate::model::{Node, Pod};
 
@@ -92,8 +93,11 @@ impl InterPodAffinity {
 }
 
 /// Upstream `podMatchesAllAffinityTerms`: false for no terms.
-fn matches_all(pod: &Pod, terms: &[PodAffinityTerm]) -> bool {
-    !terms.is_empty() && terms.iter().all(|t| t.matches(&pod.namespace, &pod.labels))
+fn matches_all(pod: &Pod, terms: &[PodAffinityTerm], ns: &Namespaces) -> bool {
+    !terms.is_empty()
+        && terms
+            .iter()
+            .all(|t| t.matches(&pod.namespace, &pod.labels, ns))
 }
 
 /// What Filter needs, computed once per cycle.
@@ -108,12 +112,22 @@ struct FilterState {
     /// Pairs holding existing pods that match an incoming required
     /// anti-affinity term.
     anti: TopologyCounts,
+    /// The incoming pod matches all its own required affinity terms.
+    self_affine: bool,
 }
 
 impl FilterState {
     fn compute(pod: &Pod, snapshot: &Snapshot, pool: Option<&rayon::ThreadPool>) -> Self {
         let nodes: Vec<&NodeInfo> = snapshot.nodes().collect();
-        split_over_nodes(&nodes, pool, |chunk| Self::count(pod, chunk), Self::merged)
+        let ns = &*snapshot.namespaces;
+        let mut s = split_over_nodes(
+            &nodes,
+            pool,
+            |chunk| Self::count(pod, chunk, ns),
+            Self::merged,
+        );
+        s.self_affine = matches_all(pod, &pod.pod_affinity.required_affinity, ns);
+        s
     }
 
     fn merged(self, other: Self) -> Self {
@@ -121,11 +135,12 @@ impl FilterState {
             existing_anti: self.existing_anti.merged(other.existing_anti),
             affinity: self.affinity.merged(other.affinity),
             anti: self.anti.merged(other.anti),
+            self_affine: self.self_affine || other.self_affine,
         }
     }
 
     /// The counts over `nodes`.
-    fn count(pod: &Pod, nodes: &[&NodeInfo]) -> Self {
+    fn count(pod: &Pod, nodes: &[&NodeInfo], ns: &Namespaces) -> Self {
         let required_affinity = &pod.pod_affinity.required_affinity;
         let required_anti = &pod.pod_affinity.required_anti_affinity;
         let mut s = Self::default();
@@ -144,17 +159,17 @@ impl FilterState {
             // assumed pod); it must not attract or repel itself.
             for existing in pods.iter().filter(|p| p.uid != pod.uid) {
                 for t in &existing.pod_affinity.required_anti_affinity {
-                    if t.matches(&pod.namespace, &pod.labels) {
+                    if t.matches(&pod.namespace, &pod.labels, ns) {
                         s.existing_anti.add_for_node(node, &t.topology_key, 1);
                     }
                 }
-                if matches_all(existing, required_affinity) {
+                if matches_all(existing, required_affinity, ns) {
                     for t in required_affinity {
                         s.affinity.add_for_node(node, &t.topology_key, 1);
                     }
                 }
                 for t in required_anti {
-                    if t.matches(&existing.namespace, &existing.labels) {
+                    if t.matches(&existing.namespace, &existing.labels, ns) {
                         s.anti.add_for_node(node, &t.topology_key, 1);
                     }
                 }
@@ -165,22 +180,22 @@ impl FilterState {
 
     /// Upstream `updateWithPod`: `pod` joins (`delta` 1) or leaves (-1)
     /// `node` in a what-if evaluation of the cycle's pod `incoming`.
-    fn update(&mut self, pod: &Pod, incoming: &Pod, node: &Node, delta: i64) {
+    fn update(&mut self, pod: &Pod, incoming: &Pod, node: &Node, delta: i64, ns: &Namespaces) {
         for t in &pod.pod_affinity.required_anti_affinity {
-            if t.matches(&incoming.namespace, &incoming.labels) {
+            if t.matches(&incoming.namespace, &incoming.labels, ns) {
                 self.existing_anti
                     .add_for_node_dropping_zero(node, &t.topology_key, delta);
             }
         }
         let required_affinity = &incoming.pod_affinity.required_affinity;
-        if matches_all(pod, required_affinity) {
+        if matches_all(pod, required_affinity, ns) {
             for t in required_affinity {
                 self.affinity
                     .add_for_node_dropping_zero(node, &t.topology_key, delta);
             }
         }
         for t in &incoming.pod_affinity.required_anti_affinity {
-            if t.matches(&pod.namespace, &pod.labels) {
+            if t.matches(&pod.namespace, &pod.labels, ns) {
                 self.anti
                     .add_for_node_dropping_zero(node, &t.topology_key, delta);
             }
@@ -204,7 +219,7 @@ impl FilterState {
                 }
             }
         }
-        pods_exist || (self.affinity.is_empty() && matches_all(pod, terms))
+        pods_exist || (self.affinity.is_empty() && self.self_affine)
     }
 
     /// Upstream `satisfyPodAntiAffinity`.
@@ -262,7 +277,7 @@ impl PreFilterPlugin for InterPodAffinity {
         node: &NodeInfo,
     ) -> Result<(), PluginError> {
         if let Some(s) = state.read_mut::<FilterState>(PRE_FILTER_KEY) {
-            s.update(pod, ctx.pod, &node.node, 1);
+            s.update(pod, ctx.pod, &node.node, 1, &ctx.snapshot.namespaces);
         }
         Ok(())
     }
@@ -275,7 +290,7 @@ impl PreFilterPlugin for InterPodAffinity {
         node: &NodeInfo,
     ) -> Result<(), PluginError> {
         if let Some(s) = state.read_mut::<FilterState>(PRE_FILTER_KEY) {
-            s.update(pod, ctx.pod, &node.node, -1);
+            s.update(pod, ctx.pod, &node.node, -1, &ctx.snapshot.namespaces);
         }
         Ok(())
     }
@@ -327,8 +342,9 @@ fn process_term(
     target: &Pod,
     node: &Node,
     multiplier: i64,
+    ns: &Namespaces,
 ) {
-    if term.matches(&target.namespace, &target.labels) {
+    if term.matches(&target.namespace, &target.labels, ns) {
         scores.add_for_node(
             node,
             &term.topology_key,
@@ -360,14 +376,20 @@ impl InterPodAffinity {
         let topology_score = split_over_nodes(
             &nodes,
             pool,
-            |chunk| self.score_counts(pod, has_preferred, chunk),
+            |chunk| self.score_counts(pod, has_preferred, chunk, &snapshot.namespaces),
             TopologyCounts::merged,
         );
         ScoreState { topology_score }
     }
 
     /// The summed weights per topology pair over `nodes`.
-    fn score_counts(&self, pod: &Pod, has_preferred: bool, nodes: &[&NodeInfo]) -> TopologyCounts {
+    fn score_counts(
+        &self,
+        pod: &Pod,
+        has_preferred: bool,
+        nodes: &[&NodeInfo],
+        ns: &Namespaces,
+    ) -> TopologyCounts {
         let mine = &pod.pod_affinity;
         let mut s = ScoreState::default();
         for info in nodes {
@@ -391,21 +413,21 @@ impl InterPodAffinity {
                 }
                 let scores = &mut s.topology_score;
                 for (w, t) in &mine.preferred_affinity {
-                    process_term(scores, t, *w, existing, node, 1);
+                    process_term(scores, t, *w, existing, node, 1, ns);
                 }
                 for (w, t) in &mine.preferred_anti_affinity {
-                    process_term(scores, t, *w, existing, node, -1);
+                    process_term(scores, t, *w, existing, node, -1, ns);
                 }
                 if self.hard_pod_affinity_weight > 0 {
                     for t in &theirs.required_affinity {
-                        process_term(scores, t, self.hard_pod_affinity_weight, pod, node, 1);
+                        process_term(scores, t, self.hard_pod_affinity_weight, pod, node, 1, ns);
                     }
                 }
                 for (w, t) in &theirs.preferred_affinity {
-                    process_term(scores, t, *w, pod, node, 1);
+                    process_term(scores, t, *w, pod, node, 1, ns);
                 }
                 for (w, t) in &theirs.preferred_anti_affinity {
-                    process_term(scores, t, *w, pod, node, -1);
+                    process_term(scores, t, *w, pod, node, -1, ns);
                 }
             }
         }
@@ -763,6 +785,71 @@ mod tests {
             vec![("n1", other_ns)],
         );
         assert_eq!(res["n1"], unschedulable(ERR_ANTI_AFFINITY));
+    }
+
+    /// Upstream `TestRequiredAffinitySingleNode`'s namespaceSelector
+    /// cases: a selector adds the namespaces whose labels it matches to
+    /// the listed ones, for the incoming pod's terms and for placed pods'.
+    #[test]
+    fn namespace_selectors_match_namespace_labels() {
+        let labelled = |pairs: &[(&str, &str)]| {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect::<std::collections::BTreeMap<_, _>>()
+        };
+        let mut namespaces = Namespaces::default();
+        namespaces.set("team-a", labelled(&[("team", "a")]));
+        namespaces.set("team-b", labelled(&[("team", "b")]));
+        let run_in = |pod: P, placed: Vec<(&str, Pod)>| {
+            let mut snap = cluster(nodes(), placed);
+            snap.namespaces = Arc::new(namespaces.clone());
+            filter_all(&InterPodAffinity::default(), &pod.build(), &snap)
+        };
+        let web_in = |ns: &str| P::new("web").ns(ns).labels(&[("app", "web")]).build();
+        let anti = |selector: Value, names: Option<Value>| {
+            let mut t = term("app", &["web"], HOST);
+            t["namespaceSelector"] = selector;
+            if let Some(n) = names {
+                t["namespaces"] = n;
+            }
+            P::new("p").affinity(required_anti(json!([t])))
+        };
+        let team_b = json!({"matchLabels": {"team": "b"}});
+        // The incoming pod's term selects team-b, not team-a.
+        let res = run_in(anti(team_b.clone(), None), vec![("n1", web_in("team-b"))]);
+        assert_eq!(res["n1"], unschedulable(ERR_ANTI_AFFINITY));
+        let res = run_in(anti(team_b.clone(), None), vec![("n1", web_in("team-a"))]);
+        assert_eq!(res["n1"], ok());
+        // With a selector, the pod's own namespace is not implied...
+        let res = run_in(anti(team_b.clone(), None), vec![("n1", web_in("default"))]);
+        assert_eq!(res["n1"], ok());
+        // ...and listed namespaces are added to the selected ones.
+        let res = run_in(
+            anti(team_b, Some(json!(["team-a"]))),
+            vec![("n1", web_in("team-a"))],
+        );
+        assert_eq!(res["n1"], unschedulable(ERR_ANTI_AFFINITY));
+        // A namespace the cluster does not list has no labels: only an
+        // empty selector selects it.
+        let res = run_in(anti(json!({}), None), vec![("n1", web_in("unlisted"))]);
+        assert_eq!(res["n1"], unschedulable(ERR_ANTI_AFFINITY));
+        let absent = json!({"matchExpressions": [{"key": "team", "operator": "DoesNotExist"}]});
+        let res = run_in(anti(absent, None), vec![("n1", web_in("unlisted"))]);
+        assert_eq!(res["n1"], unschedulable(ERR_ANTI_AFFINITY));
+        // A placed pod's term is matched against the incoming pod's
+        // namespace labels (the symmetric case).
+        let mut t = term("app", &["web"], HOST);
+        t["namespaceSelector"] = json!({"matchLabels": {"team": "a"}});
+        let guard = P::new("guard")
+            .ns("team-b")
+            .affinity(required_anti(json!([t])))
+            .build();
+        let incoming = |ns: &str| P::new("w").ns(ns).labels(&[("app", "web")]);
+        let res = run_in(incoming("team-a"), vec![("n1", guard.clone())]);
+        assert_eq!(res["n1"], unschedulable(ERR_EXISTING_ANTI_AFFINITY));
+        let res = run_in(incoming("team-b"), vec![("n1", guard)]);
+        assert_eq!(res["n1"], ok());
     }
 
     #[test]

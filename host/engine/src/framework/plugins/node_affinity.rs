@@ -1,13 +1,16 @@
 //! NodeAffinity: `nodeSelector` and required node affinity filter nodes;
 //! preferred node affinity terms add their weights to a node's score.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use crate::framework::interface::default_normalize;
 use crate::framework::{
-    CycleContext, CycleState, Decision, FilterPlugin, NodeInfo, Plugin, PluginError, Rejection,
-    ScorePlugin,
+    CycleContext, CycleState, Decision, FilterPlugin, NodeInfo, Plugin, PluginError,
+    PreFilterPlugin, Rejection, ScorePlugin,
 };
+use crate::model::selector::SelectorOp;
+use crate::model::Pod;
 
 use super::helpers::matches_required_node_affinity;
 
@@ -16,12 +19,70 @@ pub const NAME: &str = "NodeAffinity";
 /// Upstream `ErrReasonPod`.
 pub const ERR_REASON: &str = "node(s) didn't match Pod's node affinity/selector";
 
+/// Upstream `errReasonConflict`: every required term names nodes by
+/// `metadata.name`, and no name is left.
+pub const ERR_REASON_CONFLICT: &str = "pod affinity terms conflict";
+
 #[derive(Debug, Clone, Copy, Default)]
 pub struct NodeAffinity;
 
 impl Plugin for NodeAffinity {
     fn name(&self) -> &str {
         NAME
+    }
+}
+
+/// The node names the required terms allow, when every term names its
+/// nodes (`matchFields: metadata.name In [...]`, intersected within a term,
+/// united across terms); `None` when some term allows any name.
+fn named_nodes(pod: &Pod) -> Option<BTreeSet<String>> {
+    let terms = pod.node_affinity.required.as_ref()?;
+    if terms.is_empty() {
+        return None;
+    }
+    let mut names = BTreeSet::new();
+    for term in terms {
+        let mut term_names: Option<BTreeSet<String>> = None;
+        for r in &term.match_fields {
+            if r.key != "metadata.name" || r.op != SelectorOp::In {
+                continue;
+            }
+            let values: BTreeSet<String> = r.values.iter().cloned().collect();
+            term_names = Some(match term_names {
+                None => values,
+                Some(t) => t.intersection(&values).cloned().collect(),
+            });
+        }
+        names.extend(term_names?);
+    }
+    Some(names)
+}
+
+/// Upstream's PreFilter: Skip when there is nothing to match; a conflict
+/// when the terms' node names leave none; the named nodes as the
+/// PreFilterResult.
+impl PreFilterPlugin for NodeAffinity {
+    fn pre_filter(
+        &self,
+        ctx: &CycleContext,
+        _state: &mut CycleState,
+    ) -> Result<Decision, Rejection> {
+        let pod = ctx.pod;
+        if pod.node_affinity.required.is_none() && pod.node_selector.is_empty() {
+            return Ok(Decision::Skip);
+        }
+        match named_nodes(pod) {
+            Some(names) if names.is_empty() => Err(Rejection::unresolvable(ERR_REASON_CONFLICT)),
+            _ => Ok(Decision::Run),
+        }
+    }
+
+    fn pre_filter_nodes(
+        &self,
+        ctx: &CycleContext,
+        _state: &CycleState,
+    ) -> Option<BTreeSet<String>> {
+        named_nodes(ctx.pod)
     }
 }
 
@@ -81,6 +142,7 @@ pub fn new(
     super::helpers::no_args(NAME, args)?;
     let p = Arc::new(NodeAffinity);
     Ok(crate::framework::PluginBundle::new(p.clone())
+        .with_pre_filter(&p)
         .with_filter(&p)
         .with_score(&p))
 }
