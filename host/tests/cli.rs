@@ -413,7 +413,7 @@ fn profiles_lists_the_built_in_gpu_scheduler() {
         lines[2],
         "  score:  TaintToleration (weight 3), NodeAffinity (weight 2), NodeResourcesFit (weight 1), \
          PodTopologySpread (weight 2), InterPodAffinity (weight 2), NodeResourcesBalancedAllocation (weight 1), \
-         GpuTopology (weight 3), NetworkLocality (weight 2)"
+         ImageLocality (weight 1), GpuTopology (weight 3), NetworkLocality (weight 2)"
     );
     assert_eq!(lines[3], "  postfilter: DefaultPreemption");
     assert_eq!(
@@ -449,7 +449,7 @@ fn profiles_of_a_configuration_file() {
          NodeResourcesFit, VolumeRestrictions, NodeVolumeLimits, VolumeBinding, VolumeZone, PodTopologySpread, \
          InterPodAffinity\n  score:  TaintToleration (weight 3), \
          NodeAffinity (weight 2), NodeResourcesFit (weight 1), PodTopologySpread (weight 2), \
-         InterPodAffinity (weight 2), NodeResourcesBalancedAllocation (weight 1)\n  \
+         InterPodAffinity (weight 2), NodeResourcesBalancedAllocation (weight 1), ImageLocality (weight 1)\n  \
          postfilter: DefaultPreemption\n  reserve: VolumeBinding, HAMiNodeLock\n  \
          prebind: VolumeBinding, HAMiNodeLock\n  bind: DefaultBinder\n"
     );
@@ -488,7 +488,7 @@ fn a_kube_scheduler_file_means_kube_schedulers_defaults() {
          NodeResourcesFit, VolumeRestrictions, NodeVolumeLimits, VolumeBinding, VolumeZone, PodTopologySpread, \
          InterPodAffinity\n  score:  TaintToleration (weight 3), \
          NodeAffinity (weight 2), NodeResourcesFit (weight 1), PodTopologySpread (weight 2), \
-         InterPodAffinity (weight 2), NodeResourcesBalancedAllocation (weight 1)\n  \
+         InterPodAffinity (weight 2), NodeResourcesBalancedAllocation (weight 1), ImageLocality (weight 1)\n  \
          postfilter: DefaultPreemption\n  reserve: VolumeBinding\n  \
          prebind: VolumeBinding\n  bind: DefaultBinder\n";
     let o = profiles_of(KUBE_FILE);

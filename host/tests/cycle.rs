@@ -668,8 +668,8 @@ fn a_pod_whose_claim_is_missing_is_unschedulable_as_upstream_says() {
     );
     assert_eq!(
         failures(&r)["default/with-ephemeral"],
-        "0/2 nodes are available: pod uses generic ephemeral volume \"scratch\", which \
-         Kubernetes 1.20 does not serve; wasmsched does not schedule such pods."
+        "0/2 nodes are available: pod uses generic ephemeral volume \"scratch\"; \
+         wasmsched does not schedule such pods yet."
     );
 }
 

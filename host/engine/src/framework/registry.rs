@@ -89,8 +89,7 @@ include!("registry_table.rs");
 /// default_plugins.go`) that wasmsched has: what a
 /// `KubeSchedulerConfiguration` file's profiles start from. Upstream's
 /// PrioritySort and SchedulingGates are the queue's own here;
-/// ImageLocality and DynamicResources are not implemented
-/// (docs/compatibility.md).
+/// DynamicResources is not implemented (docs/compatibility.md).
 pub const KUBE_SCHEDULER_DEFAULTS: &[&str] = &[
     "NodeUnschedulable",
     "NodeName",
@@ -106,6 +105,7 @@ pub const KUBE_SCHEDULER_DEFAULTS: &[&str] = &[
     "InterPodAffinity",
     "DefaultPreemption",
     "NodeResourcesBalancedAllocation",
+    "ImageLocality",
     "DefaultBinder",
 ];
 
@@ -184,6 +184,7 @@ mod tests {
         assert_eq!(
             sorted,
             [
+                ("ImageLocality", 1),
                 ("InterPodAffinity", 2),
                 ("NodeAffinity", 2),
                 ("NodeResourcesBalancedAllocation", 1),

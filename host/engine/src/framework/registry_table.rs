@@ -33,6 +33,8 @@ registry! {
         points: [PreFilter, Filter, PreScore, Score], weight: 2, default: true;
     native "NodeResourcesBalancedAllocation" => plugins::balanced_allocation::new,
         points: [Score], weight: 1, default: true;
+    native "ImageLocality" => plugins::image_locality::new,
+        points: [PreScore, Score], weight: 1, default: true;
     native "DefaultPreemption" => plugins::default_preemption::new,
         points: [PostFilter], weight: 0, default: true;
     native "DefaultBinder" => plugins::default_binder::new,

@@ -38,6 +38,9 @@ pub struct Node {
     pub unschedulable: bool,
     /// Live measurements by metric name (empty in `simulate`).
     pub metrics: Vec<(String, f64)>,
+    /// The images the kubelet reports (`status.images`): every name of
+    /// each, with its size in bytes (ImageLocality).
+    pub images: BTreeMap<String, i64>,
 }
 
 impl Node {
@@ -71,6 +74,19 @@ impl Node {
             // one that states 0 takes no pods.
             allocatable.set(PODS, 110);
         }
+        let mut images = BTreeMap::new();
+        for image in node
+            .status
+            .as_ref()
+            .and_then(|s| s.images.as_ref())
+            .into_iter()
+            .flatten()
+        {
+            let size = image.size_bytes.unwrap_or(0).max(0);
+            for n in image.names.iter().flatten() {
+                images.insert(n.clone(), size);
+            }
+        }
         Ok(Self {
             name: name.clone(),
             labels: node.metadata.labels.clone().unwrap_or_default(),
@@ -79,6 +95,7 @@ impl Node {
             taints,
             unschedulable: spec.unschedulable.unwrap_or(false),
             metrics: Vec::new(),
+            images,
         })
     }
 }

@@ -87,6 +87,10 @@ pub struct Pod {
     pub host_ports: Vec<HostPort>,
     /// The volumes the volume plugins read (claims, in-tree disks).
     pub volumes: Vec<super::pod_volume::PodVolume>,
+    /// The images the pod runs, as ImageLocality reads them: init
+    /// containers', containers' (`:latest` added to an untagged name) and
+    /// image volumes' references, one entry each (repeats included).
+    pub images: Vec<String>,
     /// Set when the pod uses something this scheduler cannot honour; the
     /// pod is then reported unschedulable with this message rather than
     /// placed wrongly.
@@ -190,6 +194,7 @@ impl Pod {
         let spread = pod_spec::spread(spec, &labels).map_err(field)?;
 
         let volumes = super::pod_volume::pod_volumes(spec).map_err(|(f, c)| err(&f, c))?;
+        let images = images_of(spec);
         let unsupported = super::pod_volume::unsupported(&volumes);
 
         let prio = PriorityFields::read(pod).map_err(|c| err("spec.preemptionPolicy", c))?;
@@ -232,6 +237,7 @@ impl Pod {
             spread,
             host_ports,
             volumes,
+            images,
             unsupported,
             container_resources: super::container_resources::annotation(
                 init_extended,
@@ -289,6 +295,39 @@ impl PriorityFields {
             terminating: pod.metadata.deletion_timestamp.is_some(),
         })
     }
+}
+
+/// Upstream ImageLocality's `normalizedImageName`: a name with no tag
+/// after its last `/` gets `:latest`.
+pub fn normalized_image_name(name: &str) -> String {
+    let tag = name.rfind(':').map_or(-1, |i| i as i64);
+    let slash = name.rfind('/').map_or(-1, |i| i as i64);
+    if tag <= slash {
+        format!("{name}:latest")
+    } else {
+        name.to_string()
+    }
+}
+
+/// The pod's images in ImageLocality's order: init containers,
+/// containers, then image volumes, each name normalized.
+fn images_of(spec: &k8s::PodSpec) -> Vec<String> {
+    let containers = spec
+        .init_containers
+        .iter()
+        .flatten()
+        .chain(&spec.containers);
+    let mut out: Vec<String> = containers
+        .map(|c| normalized_image_name(c.image.as_deref().unwrap_or("")))
+        .collect();
+    for v in spec.volumes.iter().flatten() {
+        if let Some(image) = &v.image {
+            out.push(normalized_image_name(
+                image.reference.as_deref().unwrap_or(""),
+            ));
+        }
+    }
+    out
 }
 
 /// Upstream `GetNonzeroRequestForResource`: a container's request of

@@ -23,9 +23,9 @@ pub enum VolumeSource {
         image: String,
         read_only: bool,
     },
-    /// `ephemeral` (a generic ephemeral volume): Kubernetes 1.20 does not
-    /// serve them (its API server drops the field); a pod with one is
-    /// reported unschedulable rather than placed without its claim.
+    /// `ephemeral` (a generic ephemeral volume): not supported yet; a pod
+    /// with one is reported unschedulable rather than placed without its
+    /// claim.
     Ephemeral,
 }
 
@@ -54,8 +54,8 @@ pub fn unsupported(volumes: &[PodVolume]) -> Option<String> {
         .find(|v| v.source == VolumeSource::Ephemeral)
         .map(|v| {
             format!(
-                "pod uses generic ephemeral volume {:?}, which Kubernetes 1.20 does not serve; \
-                 wasmsched does not schedule such pods",
+                "pod uses generic ephemeral volume {:?}; wasmsched does not schedule \
+                 such pods yet",
                 v.name
             )
         })

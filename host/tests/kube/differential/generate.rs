@@ -8,11 +8,11 @@
 //! pod (anti-)affinity with `namespaces`, `namespaceSelector`,
 //! `matchLabelKeys` and `mismatchLabelKeys`, tolerations, and topology
 //! spread with `matchLabelKeys`, `minDomains`, `nodeAffinityPolicy` and
-//! `nodeTaintsPolicy`.
+//! `nodeTaintsPolicy`; their images ([`IMAGES`], tagged or not) are on
+//! some nodes' `status.images`, for ImageLocality.
 //!
 //! Neutral by construction (plugins of kube-scheduler's default set that
 //! wasmsched does not run must score every node alike):
-//! - no `status.images` on nodes: ImageLocality scores 0 everywhere;
 //! - no owner references and no Services, ReplicaSets, ReplicationControllers
 //!   or StatefulSets: PodTopologySpread's default constraints select
 //!   nothing;
@@ -38,6 +38,24 @@ pub const SCHEDULER: &str = "diff-scheduler";
 pub const ZONE: &str = "topology.kubernetes.io/zone";
 pub const HOSTNAME: &str = "kubernetes.io/hostname";
 const APPS: [&str; 4] = ["web", "db", "cache", "batch"];
+/// Images nodes may hold: their names as a kubelet reports them (a tag and
+/// a digest), and sizes in MiB (either side of ImageLocality's 23 MiB and
+/// 1000 MiB thresholds).
+const IMAGES: [(&str, i64); 4] = [
+    ("registry.invalid/app:v1", 300),
+    ("registry.invalid/base:latest", 800),
+    ("registry.invalid/ml:2", 2500),
+    ("registry.invalid/tiny:latest", 20),
+];
+/// What containers run: no node has the first; `base` and `tiny` are
+/// named without a tag (`:latest` implied).
+const POD_IMAGES: [&str; 5] = [
+    "registry.invalid/x",
+    "registry.invalid/app:v1",
+    "registry.invalid/base",
+    "registry.invalid/ml:2",
+    "registry.invalid/tiny",
+];
 const ZONES: [&str; 3] = ["zone-a", "zone-b", "zone-c"];
 
 /// One generated cluster.
@@ -180,12 +198,22 @@ impl Gen {
         if self.chance(0.1) {
             spec["unschedulable"] = json!(true);
         }
+        let mut images = Vec::new();
+        for (i, (image, mib)) in IMAGES.iter().enumerate() {
+            if self.chance(0.4) {
+                let repo = image.split(':').next().unwrap_or(image);
+                images.push(json!({
+                    "names": [format!("{repo}@sha256:{i:064x}"), image],
+                    "sizeBytes": mib * 1024 * 1024,
+                }));
+            }
+        }
         json!({
             "apiVersion": "v1",
             "kind": "Node",
             "metadata": {"name": name, "labels": labels},
             "spec": spec,
-            "status": {"allocatable": allocatable.clone(), "capacity": allocatable}
+            "status": {"allocatable": allocatable.clone(), "capacity": allocatable, "images": images}
         })
     }
 
@@ -234,7 +262,8 @@ impl Gen {
             requests.insert("nvidia.com/gpu".into(), json!(n));
             limits.insert("nvidia.com/gpu".into(), json!(n));
         }
-        json!({"name": name, "image": "registry.invalid/x",
+        let image = self.pick(&POD_IMAGES);
+        json!({"name": name, "image": image,
                "resources": {"requests": requests, "limits": limits}})
     }
 

@@ -39,15 +39,15 @@ use generate::{NAMESPACES, SCHEDULER};
 
 /// kube-scheduler's default Score plugins and weights (1.37,
 /// `pkg/scheduler/apis/config/v1/default_plugins.go`), which wasmsched's
-/// profile is given; ImageLocality (weight 1) scores 0 everywhere here,
-/// as the generated nodes list no images.
-const WEIGHTS: [(&str, i64); 6] = [
+/// profile is given.
+const WEIGHTS: [(&str, i64); 7] = [
     ("TaintToleration", 3),
     ("NodeAffinity", 2),
     ("PodTopologySpread", 2),
     ("InterPodAffinity", 2),
     ("NodeResourcesFit", 1),
     ("NodeResourcesBalancedAllocation", 1),
+    ("ImageLocality", 1),
 ];
 
 /// What kube-scheduler did with a pod.
@@ -473,10 +473,12 @@ fn compare_nodes(kube: &str, explain: &Value, tally: &mut Tally) -> Result<(), S
     }
     let weighted: Vec<i64> = feasible
         .iter()
-        .map(|(n, s, _)| {
+        .map(|(_, s, _)| {
             WEIGHTS
                 .iter()
-                .map(|(p, w)| w * s.get(*p).unwrap_or_else(|| panic!("no {p} score on {n}")))
+                // A plugin that said Skip (ImageLocality when no node
+                // holds the pod's images) has no score: it counts 0.
+                .map(|(p, w)| w * s.get(*p).copied().unwrap_or(0))
                 .sum()
         })
         .collect();

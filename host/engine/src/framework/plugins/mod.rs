@@ -9,6 +9,7 @@ pub mod default_binder;
 pub mod default_preemption;
 pub mod hami_node_lock;
 pub mod helpers;
+pub mod image_locality;
 pub mod inter_pod_affinity;
 pub mod node_affinity;
 pub mod node_name;

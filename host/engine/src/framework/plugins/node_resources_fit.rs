@@ -30,6 +30,9 @@ pub enum ScoringStrategy {
     LeastAllocated,
     /// Prefer the node with the least free capacity left (bin-packing).
     MostAllocated,
+    /// Score each resource's utilization by a broken-line shape
+    /// ([`FitArgs::shape`]).
+    RequestedToCapacityRatio,
 }
 
 impl ScoringStrategy {
@@ -37,6 +40,7 @@ impl ScoringStrategy {
         match self {
             Self::LeastAllocated => "LeastAllocated",
             Self::MostAllocated => "MostAllocated",
+            Self::RequestedToCapacityRatio => "RequestedToCapacityRatio",
         }
     }
 }
@@ -71,6 +75,9 @@ pub struct FitArgs {
     pub ignored_resources: BTreeSet<String>,
     /// Extended-resource domains (`example.com`) the filter does not check.
     pub ignored_resource_groups: BTreeSet<String>,
+    /// RequestedToCapacityRatio's shape: (utilization 0..=100, score
+    /// 0..=100, the configured 0..=10 times 10), utilization increasing.
+    pub shape: Vec<(i64, i64)>,
 }
 
 impl Default for FitArgs {
@@ -80,11 +87,12 @@ impl Default for FitArgs {
             resources: default_resources(),
             ignored_resources: BTreeSet::new(),
             ignored_resource_groups: BTreeSet::new(),
+            shape: Vec::new(),
         }
     }
 }
 
-const STRATEGY_TYPES: &str = "LeastAllocated, MostAllocated";
+const STRATEGY_TYPES: &str = "LeastAllocated, MostAllocated, RequestedToCapacityRatio";
 
 impl FitArgs {
     /// Parses upstream's args shape:
@@ -126,6 +134,81 @@ impl FitArgs {
     }
 }
 
+/// `requestedToCapacityRatio: {shape: [{utilization, score}, ...]}`, as
+/// upstream's `validateFunctionShape` checks it: at least one point,
+/// utilization in 0..=100 and strictly increasing, score in 0..=10.
+fn parse_shape(r: &Value) -> Result<Vec<(i64, i64)>, String> {
+    const FIELD: &str = "scoringStrategy.requestedToCapacityRatio";
+    let o = r
+        .as_object()
+        .ok_or_else(|| format!("{FIELD}: expected an object, got {}", json_type(r)))?;
+    reject_unknown(o, &["shape"], &format!("{FIELD}."))?;
+    let list = match o.get("shape") {
+        Some(Value::Array(a)) if !a.is_empty() => a,
+        Some(Value::Array(_)) | None => {
+            return Err(format!("{FIELD}.shape: at least one point is required"))
+        }
+        Some(v) => {
+            return Err(format!(
+                "{FIELD}.shape: expected an array, got {}",
+                json_type(v)
+            ))
+        }
+    };
+    let mut shape: Vec<(i64, i64)> = Vec::with_capacity(list.len());
+    for (i, p) in list.iter().enumerate() {
+        let path = format!("{FIELD}.shape[{i}]");
+        let o = p
+            .as_object()
+            .ok_or_else(|| format!("{path}: expected an object, got {}", json_type(p)))?;
+        reject_unknown(o, &["utilization", "score"], &format!("{path}."))?;
+        let utilization = match o.get("utilization") {
+            None => 0,
+            Some(v) => int_in(v, 0..=100, &format!("{path}.utilization"))?,
+        };
+        let score = match o.get("score") {
+            None => 0,
+            Some(v) => int_in(v, 0..=10, &format!("{path}.score"))?,
+        };
+        if shape.last().is_some_and(|&(u, _)| utilization <= u) {
+            return Err(format!(
+                "{path}.utilization: must be greater than the previous point's"
+            ));
+        }
+        // Upstream scales the 0..=10 scores onto MaxNodeScore.
+        shape.push((utilization, score * (MAX_NODE_SCORE / 10)));
+    }
+    Ok(shape)
+}
+
+/// Upstream `helper.BuildBrokenLinearFunction`: the shape's score at
+/// utilization `p`, linear between points, flat beyond the ends.
+fn broken_linear(shape: &[(i64, i64)], p: i64) -> i64 {
+    for (i, &(u, score)) in shape.iter().enumerate() {
+        if p <= u {
+            if i == 0 {
+                return score;
+            }
+            let (u0, s0) = shape[i - 1];
+            return s0 + (score - s0) * (p - u0) / (u - u0);
+        }
+    }
+    shape.last().map_or(0, |&(_, s)| s)
+}
+
+/// Upstream `buildRequestedToCapacityRatioScorerFunction`'s per-resource
+/// score: a request beyond capacity (or no capacity) scores as full.
+pub fn requested_to_capacity_ratio_score(
+    shape: &[(i64, i64)],
+    requested: i64,
+    capacity: i64,
+) -> i64 {
+    if capacity == 0 || requested > capacity {
+        return broken_linear(shape, 100);
+    }
+    broken_linear(shape, requested.saturating_mul(100) / capacity)
+}
+
 fn parse_strategy(s: &Map<String, Value>, out: &mut FitArgs) -> Result<(), String> {
     reject_unknown(
         s,
@@ -133,18 +216,30 @@ fn parse_strategy(s: &Map<String, Value>, out: &mut FitArgs) -> Result<(), Strin
         "scoringStrategy.",
     )?;
     out.strategy = match s.get("type").map(|t| (t, t.as_str())) {
-        None => return Err(format!("scoringStrategy.type: required (one of {STRATEGY_TYPES})")),
-        Some((_, Some("LeastAllocated"))) => ScoringStrategy::LeastAllocated,
-        Some((_, Some("MostAllocated"))) => ScoringStrategy::MostAllocated,
-        Some((_, Some("RequestedToCapacityRatio"))) => {
+        None => {
             return Err(format!(
-                "scoringStrategy.type: RequestedToCapacityRatio is not supported (supported: {STRATEGY_TYPES})"
+                "scoringStrategy.type: required (one of {STRATEGY_TYPES})"
             ))
         }
-        Some((t, _)) => return Err(format!("scoringStrategy.type: unsupported value {t} (supported: {STRATEGY_TYPES})")),
+        Some((_, Some("LeastAllocated"))) => ScoringStrategy::LeastAllocated,
+        Some((_, Some("MostAllocated"))) => ScoringStrategy::MostAllocated,
+        Some((_, Some("RequestedToCapacityRatio"))) => ScoringStrategy::RequestedToCapacityRatio,
+        Some((t, _)) => {
+            return Err(format!(
+                "scoringStrategy.type: unsupported value {t} (supported: {STRATEGY_TYPES})"
+            ))
+        }
     };
-    if s.contains_key("requestedToCapacityRatio") {
-        return Err("scoringStrategy.requestedToCapacityRatio: only valid with type RequestedToCapacityRatio".into());
+    let ratio = s.get("requestedToCapacityRatio");
+    match (out.strategy, ratio) {
+        (ScoringStrategy::RequestedToCapacityRatio, None) => {
+            return Err("scoringStrategy.requestedToCapacityRatio: required with type RequestedToCapacityRatio".into())
+        }
+        (ScoringStrategy::RequestedToCapacityRatio, Some(r)) => out.shape = parse_shape(r)?,
+        (_, Some(_)) => {
+            return Err("scoringStrategy.requestedToCapacityRatio: only valid with type RequestedToCapacityRatio".into())
+        }
+        (_, None) => {}
     }
     if let Some(r) = s.get("resources") {
         let list = r.as_array().ok_or_else(|| {
@@ -380,9 +475,12 @@ impl ScorePlugin for NodeResourcesFit {
         _state: &CycleState,
         node: &NodeInfo,
     ) -> Result<i64, PluginError> {
+        if self.args.strategy == ScoringStrategy::RequestedToCapacityRatio {
+            return Ok(self.ratio_score(ctx.pod, node));
+        }
         let per_resource = match self.args.strategy {
-            ScoringStrategy::LeastAllocated => least_requested_score,
             ScoringStrategy::MostAllocated => most_requested_score,
+            _ => least_requested_score,
         };
         let (mut total, mut weights) = (0i64, 0i64);
         for r in &self.args.resources {
@@ -394,6 +492,31 @@ impl ScorePlugin for NodeResourcesFit {
             weights = weights.saturating_add(r.weight);
         }
         Ok(if weights == 0 { 0 } else { total / weights })
+    }
+}
+
+impl NodeResourcesFit {
+    /// RequestedToCapacityRatio: the weighted average of the resources
+    /// that score above 0, rounded (upstream leaves the zeros out of the
+    /// weights too).
+    fn ratio_score(&self, pod: &Pod, node: &NodeInfo) -> i64 {
+        let (mut total, mut weights) = (0i64, 0i64);
+        for r in &self.args.resources {
+            let (alloc, requested) = allocatable_and_requested(pod, node, &r.name, false);
+            if alloc == 0 {
+                continue;
+            }
+            let score = requested_to_capacity_ratio_score(&self.args.shape, requested, alloc);
+            if score > 0 {
+                total = total.saturating_add(score.saturating_mul(r.weight));
+                weights = weights.saturating_add(r.weight);
+            }
+        }
+        if weights == 0 {
+            0
+        } else {
+            (total as f64 / weights as f64).round() as i64
+        }
     }
 }
 
@@ -685,6 +808,110 @@ mod tests {
         assert_eq!((s["a"], s["b"]), (37, 50));
     }
 
+    /// Upstream requested_to_capacity_ratio_test.go, TestBrokenLinearFunction.
+    #[test]
+    fn broken_linear_function_is_upstreams() {
+        type Points = &'static [(i64, i64)];
+        let cases: [(Points, Points); 3] = [
+            (
+                &[(10, 1), (90, 9)],
+                &[
+                    (-10, 1),
+                    (0, 1),
+                    (9, 1),
+                    (10, 1),
+                    (15, 1),
+                    (19, 1),
+                    (20, 2),
+                    (89, 8),
+                    (90, 9),
+                    (99, 9),
+                    (100, 9),
+                    (110, 9),
+                ],
+            ),
+            (
+                &[(0, 2), (40, 10), (100, 0)],
+                &[
+                    (-10, 2),
+                    (0, 2),
+                    (20, 6),
+                    (30, 8),
+                    (40, 10),
+                    (70, 5),
+                    (100, 0),
+                    (110, 0),
+                ],
+            ),
+            (
+                &[(0, 2), (40, 2), (100, 2)],
+                &[
+                    (-10, 2),
+                    (0, 2),
+                    (20, 2),
+                    (40, 2),
+                    (70, 2),
+                    (100, 2),
+                    (110, 2),
+                ],
+            ),
+        ];
+        for (shape, points) in cases {
+            for &(p, want) in points {
+                assert_eq!(broken_linear(shape, p), want, "{shape:?} at {p}");
+            }
+        }
+    }
+
+    /// Upstream TestRequestedToCapacityRatioScoringStrategy (shape 0 -> 10,
+    /// 100 -> 0; its pods without containers are pods requesting zero here).
+    #[test]
+    fn requested_to_capacity_ratio_scores_are_upstreams() {
+        let p = NodeResourcesFit::from_args(&json!({"scoringStrategy": {
+            "type": "RequestedToCapacityRatio",
+            "requestedToCapacityRatio": {"shape": [
+                {"utilization": 0, "score": 10}, {"utilization": 100, "score": 0}]}}}))
+        .unwrap();
+        let zero = |name| P::new(name).req(&[("cpu", "0"), ("memory", "0")]);
+        let node1 = &[("cpu", "4000"), ("memory", "10000")];
+        let node2 = &[("cpu", "6000"), ("memory", "10000")];
+        // Nothing scheduled, nothing requested.
+        let snap = two_nodes(
+            node1,
+            node1,
+            vec![("a", zero("z1").build()), ("a", zero("z2").build())],
+        );
+        let s = score_all(&p, &zero("p").build(), &snap);
+        assert_eq!((s["a"], s["b"]), (100, 100));
+        // Resources requested, differently sized nodes: node1 cpu 75% ->
+        // 25, memory 50% -> 50, (25 + 50) / 2 = 37.5 rounds to 38.
+        let snap = two_nodes(
+            node1,
+            node2,
+            vec![("a", zero("z1").build()), ("a", zero("z2").build())],
+        );
+        let pod = P::new("p")
+            .req(&[("cpu", "1000"), ("memory", "2000")])
+            .req(&[("cpu", "2000"), ("memory", "3000")])
+            .build();
+        let s = score_all(&p, &pod, &snap);
+        assert_eq!((s["a"], s["b"]), (38, 50));
+        // Nothing requested, pods scheduled with resources.
+        let used = |name| {
+            P::new(name)
+                .req(&[("cpu", "3000"), ("memory", "5000")])
+                .build()
+        };
+        let snap = two_nodes(node1, node2, vec![("a", used("u1")), ("b", used("u2"))]);
+        let s = score_all(&p, &zero("p").build(), &snap);
+        assert_eq!((s["a"], s["b"]), (38, 50));
+        // A resource that scores 0 leaves the average: the non-zero
+        // default memory (200Mi) is beyond 10000 bytes.
+        let snap = two_nodes(node1, node1, vec![]);
+        let s = score_all(&p, &P::new("p").req(&[("cpu", "2000")]).build(), &snap);
+        assert_eq!(s["a"], 50);
+    }
+
     #[test]
     fn least_allocated_counts_existing_pods_and_non_zero_defaults() {
         // The incoming pod requests nothing: scored as 100m cpu and 200Mi.
@@ -849,8 +1076,26 @@ mod tests {
         assert!(err(json!({"scoringStrategy": {}})).starts_with("scoringStrategy.type: required"));
         assert!(
             err(json!({"scoringStrategy": {"type": "RequestedToCapacityRatio"}}))
-                .contains("not supported")
+                .starts_with("scoringStrategy.requestedToCapacityRatio: required")
         );
+        let ratio = |shape: Value| {
+            err(
+                json!({"scoringStrategy": {"type": "RequestedToCapacityRatio",
+                "requestedToCapacityRatio": {"shape": shape}}}),
+            )
+        };
+        assert!(ratio(json!([])).contains("at least one point"));
+        assert!(ratio(json!([{"utilization": 101, "score": 1}]))
+            .starts_with("scoringStrategy.requestedToCapacityRatio.shape[0].utilization"));
+        assert!(ratio(json!([{"utilization": 10, "score": 11}]))
+            .starts_with("scoringStrategy.requestedToCapacityRatio.shape[0].score"));
+        assert!(
+            ratio(json!([{"utilization": 50}, {"utilization": 50, "score": 1}]))
+                .contains("shape[1].utilization: must be greater")
+        );
+        assert!(err(json!({"scoringStrategy": {"type": "MostAllocated",
+                "requestedToCapacityRatio": {"shape": [{"utilization": 0}]}}}))
+        .contains("only valid with type RequestedToCapacityRatio"));
         assert!(
             err(json!({"scoringStrategy": {"type": "MostAllocated", "shape": []}}))
                 .starts_with("scoringStrategy.shape: unknown field")

@@ -196,6 +196,12 @@ impl Prep for super::NodePorts {}
 impl Prep for super::NodeResourcesFit {}
 impl Prep for super::BalancedAllocation {}
 
+impl Prep for super::image_locality::ImageLocality {
+    fn pre_score_plugin(&self) -> Option<&dyn PreScorePlugin> {
+        Some(self)
+    }
+}
+
 impl Prep for super::PodTopologySpread {
     fn pre_filter_plugin(&self) -> Option<&dyn PreFilterPlugin> {
         Some(self)
