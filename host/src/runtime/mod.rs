@@ -29,6 +29,7 @@ pub mod pod_groups;
 pub mod policy_watch;
 pub mod preemption;
 pub mod scheduling;
+pub mod served;
 pub mod server;
 pub mod volume_watch;
 
@@ -519,10 +520,11 @@ async fn connect(
     let kubeconfig = opts.kubeconfig.clone().or(settings.kubeconfig.clone());
     let client = client::secure_client(kubeconfig.as_deref(), "kubeconfig", allow_http).await?;
     // Fail fast on a wrong address or credentials, with the cause.
-    client
+    let version = client
         .apiserver_version()
         .await
         .map_err(|e| anyhow::anyhow!("API server: {e}"))?;
+    served::log(&version);
     let review_client = |path: &Option<std::path::PathBuf>, flag: &'static str| {
         let client = client.clone();
         let path = path.clone();

@@ -98,6 +98,19 @@ async fn metrics_need_a_token_allowed_by_rbac_and_the_probes_need_none() {
         ],
     );
     wait_ready(&sched).await;
+    // The server's version is logged at start, and a supported one (the
+    // test servers run the newest release) gets no warning.
+    let version = client.apiserver_version().await.unwrap().git_version;
+    let logs = sched.logs();
+    assert!(
+        logs.lines()
+            .any(|l| l.contains("API server") && l.contains(&version)),
+        "{logs}"
+    );
+    assert!(
+        !logs.contains("oldest release wasmsched supports"),
+        "{logs}"
+    );
 
     let scraper = service_account_token("serving", "scraper");
     let nobody = service_account_token("serving", "nobody");
