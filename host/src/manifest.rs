@@ -1,7 +1,9 @@
 //! Reads Nodes and Pods (the volume objects: PersistentVolumes, claims,
 //! StorageClasses, CSINodes; and the PriorityClasses and
 //! PodDisruptionBudgets preemption uses; the Namespaces affinity terms'
-//! `namespaceSelector` reads) from YAML or JSON files and
+//! `namespaceSelector` reads; the Services, ReplicationControllers,
+//! ReplicaSets and StatefulSets whose selectors PodTopologySpread's default
+//! constraints spread by) from YAML or JSON files and
 //! directories, as `kubectl get -o yaml` prints them: single objects,
 //! multi-document YAML, and `List` objects. Other kinds are skipped.
 
@@ -43,7 +45,11 @@ pub struct Manifests {
     /// Namespaces with their labels (for affinity terms'
     /// `namespaceSelector`).
     pub namespaces: Namespaces,
-    /// PersistentVolumes, claims, StorageClasses and CSINodes.
+    /// The selectors of Services and controllers (PodTopologySpread's
+    /// default constraints).
+    pub workloads: crate::model::workload::Workloads,
+    /// PersistentVolumes, claims, StorageClasses, CSINodes, CSIDrivers and
+    /// CSIStorageCapacities.
     pub volumes: crate::framework::volumes::VolumeManifests,
     /// Kinds skipped, with counts (reported at debug level).
     pub skipped: HashMap<String, usize>,
@@ -167,13 +173,18 @@ fn load_file(
                 }
                 out.namespaces.set(&name, labels);
             }
+            "Service" | "ReplicationController" | "ReplicaSet" | "StatefulSet" => {
+                add_workload(&kind, obj, &mut out.workloads).map_err(|c| fail(at, c))?;
+            }
             k if crate::framework::volumes::manifest::KINDS.contains(&k) => {
                 use crate::framework::volumes::RawVolume;
                 let raw = match k {
                     "PersistentVolume" => decode(obj).map(|o| RawVolume::Pv(Box::new(o))),
                     "PersistentVolumeClaim" => decode(obj).map(|o| RawVolume::Pvc(Box::new(o))),
                     "StorageClass" => decode(obj).map(|o| RawVolume::Class(Box::new(o))),
-                    _ => decode(obj).map(|o| RawVolume::CsiNode(Box::new(o))),
+                    "CSINode" => decode(obj).map(|o| RawVolume::CsiNode(Box::new(o))),
+                    "CSIDriver" => decode(obj).map(|o| RawVolume::CsiDriver(Box::new(o))),
+                    _ => decode(obj).map(|o| RawVolume::CsiCapacity(Box::new(o))),
                 }
                 .map_err(|c| fail(at.clone(), c))?;
                 out.volumes.add(raw, here).map_err(|c| fail(at, c))?;
@@ -181,6 +192,50 @@ fn load_file(
             other => *out.skipped.entry(other.to_string()).or_insert(0) += 1,
         }
     }
+    Ok(())
+}
+
+/// A Service or a controller of pods (what PodTopologySpread's default
+/// constraints select by), recorded under its namespace and name.
+fn add_workload(
+    kind: &str,
+    obj: Value,
+    out: &mut crate::model::workload::Workloads,
+) -> Result<(), String> {
+    use crate::model::selector::LabelSelector;
+    use crate::model::workload::ControllerKind;
+    let parse = |s: &k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector| {
+        LabelSelector::parse(s).map_err(|c| format!("spec.selector: {c}"))
+    };
+    let (kind, meta, selector) = match kind {
+        "Service" => {
+            let o: k8s::Service = decode(obj)?;
+            let (ns, name) = namespaced(&o.metadata);
+            out.set_service(&ns, &name, o.spec.and_then(|s| s.selector));
+            return Ok(());
+        }
+        "ReplicationController" => {
+            let o: k8s::ReplicationController = decode(obj)?;
+            let sel = o.spec.and_then(|s| s.selector);
+            (
+                ControllerKind::ReplicationController,
+                o.metadata,
+                sel.map(|l| LabelSelector::from_labels(&l)),
+            )
+        }
+        "ReplicaSet" => {
+            let o: k8s_openapi::api::apps::v1::ReplicaSet = decode(obj)?;
+            let sel = parse(&o.spec.selector)?;
+            (ControllerKind::ReplicaSet, o.metadata, Some(sel))
+        }
+        _ => {
+            let o: k8s_openapi::api::apps::v1::StatefulSet = decode(obj)?;
+            let sel = parse(&o.spec.selector)?;
+            (ControllerKind::StatefulSet, o.metadata, Some(sel))
+        }
+    };
+    let (ns, name) = namespaced(&meta);
+    out.set_controller(&ns, kind, &name, selector);
     Ok(())
 }
 
@@ -343,3 +398,14 @@ pub fn namespace_labels(n: &k8s::Namespace) -> (String, BTreeMap<String, String>
 
 /// The label the API server puts on every namespace, its name.
 pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
+
+/// (namespace, name) of a namespaced object; a manifest without a
+/// namespace means `default`, as kubectl applies it.
+fn namespaced(
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+) -> (String, String) {
+    (
+        meta.namespace.clone().unwrap_or_else(|| "default".into()),
+        meta.name.clone().unwrap_or_default(),
+    )
+}

@@ -322,6 +322,7 @@ impl<'a> Simulation<'a> {
             }
         }
         self.cache.snapshot.namespaces = Arc::new(namespaces);
+        self.cache.snapshot.workloads = Arc::new(manifests.workloads);
         let classes = PriorityClasses::new(manifests.priority_classes);
         for mut pod in manifests.pods {
             classes

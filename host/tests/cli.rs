@@ -412,7 +412,7 @@ fn profiles_lists_the_built_in_gpu_scheduler() {
     assert_eq!(
         lines[2],
         "  score:  TaintToleration (weight 3), NodeAffinity (weight 2), NodeResourcesFit (weight 1), \
-         PodTopologySpread (weight 2), InterPodAffinity (weight 2), NodeResourcesBalancedAllocation (weight 1), \
+         VolumeBinding (weight 1), PodTopologySpread (weight 2), InterPodAffinity (weight 2), NodeResourcesBalancedAllocation (weight 1), \
          ImageLocality (weight 1), GpuTopology (weight 3), NetworkLocality (weight 2)"
     );
     assert_eq!(lines[3], "  postfilter: DefaultPreemption");
@@ -448,7 +448,8 @@ fn profiles_of_a_configuration_file() {
         "profile gpu-scheduler\n  filter: NodeUnschedulable, NodeName, TaintToleration, NodeAffinity, NodePorts, \
          NodeResourcesFit, VolumeRestrictions, NodeVolumeLimits, VolumeBinding, VolumeZone, PodTopologySpread, \
          InterPodAffinity\n  score:  TaintToleration (weight 3), \
-         NodeAffinity (weight 2), NodeResourcesFit (weight 1), PodTopologySpread (weight 2), \
+         NodeAffinity (weight 2), NodeResourcesFit (weight 1), VolumeBinding (weight 1), \
+         PodTopologySpread (weight 2), \
          InterPodAffinity (weight 2), NodeResourcesBalancedAllocation (weight 1), ImageLocality (weight 1)\n  \
          postfilter: DefaultPreemption\n  reserve: VolumeBinding, HAMiNodeLock\n  \
          prebind: VolumeBinding, HAMiNodeLock\n  bind: DefaultBinder\n"
@@ -487,7 +488,8 @@ fn a_kube_scheduler_file_means_kube_schedulers_defaults() {
     let upstream = "profile default-scheduler\n  filter: NodeUnschedulable, NodeName, TaintToleration, NodeAffinity, NodePorts, \
          NodeResourcesFit, VolumeRestrictions, NodeVolumeLimits, VolumeBinding, VolumeZone, PodTopologySpread, \
          InterPodAffinity\n  score:  TaintToleration (weight 3), \
-         NodeAffinity (weight 2), NodeResourcesFit (weight 1), PodTopologySpread (weight 2), \
+         NodeAffinity (weight 2), NodeResourcesFit (weight 1), VolumeBinding (weight 1), \
+         PodTopologySpread (weight 2), \
          InterPodAffinity (weight 2), NodeResourcesBalancedAllocation (weight 1), ImageLocality (weight 1)\n  \
          postfilter: DefaultPreemption\n  reserve: VolumeBinding\n  \
          prebind: VolumeBinding\n  bind: DefaultBinder\n";

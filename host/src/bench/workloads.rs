@@ -168,6 +168,14 @@ pub fn cluster(workload: Workload, spec: &Spec) -> Cluster {
 /// Upstream's node-default template, with a zone (`zone1`/`zone2` where
 /// the workload's pods select on it) and, for the GPU workload, 8 GPUs.
 pub fn node(workload: Workload, i: usize) -> Node {
+    let n: k8s::Node =
+        serde_json::from_value(node_json(workload, i)).expect("bench node is well-formed");
+    Node::from_k8s(&n).expect("bench node is valid")
+}
+
+/// [`node`] as the Node object an API server stores (`scripts/bench-kube`
+/// creates these).
+pub fn node_json(workload: Workload, i: usize) -> Value {
     let name = format!("node-{i:05}");
     let zone = match workload {
         Workload::RequiredAffinity => "zone1".to_string(),
@@ -186,16 +194,24 @@ pub fn node(workload: Workload, i: usize) -> Node {
         labels["gpu.nvidia.com/count"] = json!("8");
         alloc["nvidia.com/gpu"] = json!("8");
     }
-    let n: k8s::Node = serde_json::from_value(json!({
+    json!({
         "metadata": {"name": name, "labels": labels},
-        "status": {"allocatable": alloc},
-    }))
-    .expect("bench node is well-formed");
-    Node::from_k8s(&n).expect("bench node is valid")
+        "status": {"allocatable": alloc, "capacity": alloc},
+    })
 }
 
 /// The `i`-th pod of `workload`.
 fn pod(workload: Workload, name: &str, i: usize, rng: &mut StdRng) -> Pod {
+    let mut p = pod_json(workload, name, i, rng);
+    p["metadata"]["uid"] = json!(name);
+    let p: k8s::Pod = serde_json::from_value(p).expect("bench pod is well-formed");
+    Pod::from_k8s(&p).expect("bench pod is valid")
+}
+
+/// [`pod`] as the Pod object a client creates, in namespace `bench`, for
+/// the default scheduler name (`scripts/bench-kube` creates these). The
+/// colours of the preferred-affinity templates come from `rng`.
+pub fn pod_json(workload: Workload, name: &str, i: usize, rng: &mut StdRng) -> Value {
     let template = match workload {
         Workload::MixedChurn => CHURN_TEMPLATES[i % CHURN_TEMPLATES.len()],
         w => w,
@@ -233,12 +249,10 @@ fn pod(workload: Workload, name: &str, i: usize, rng: &mut StdRng) -> Pod {
     spec["schedulerName"] = json!(config::DEFAULT_SCHEDULER_NAME);
     spec["containers"] = json!([{"name": "pause", "image": "pause",
         "resources": {"requests": requests, "limits": limits}}]);
-    let p: k8s::Pod = serde_json::from_value(json!({
-        "metadata": {"name": name, "namespace": "bench", "uid": name, "labels": labels},
+    json!({
+        "metadata": {"name": name, "namespace": "bench", "labels": labels},
         "spec": spec,
-    }))
-    .expect("bench pod is well-formed");
-    Pod::from_k8s(&p).expect("bench pod is valid")
+    })
 }
 
 const COLORS: [&str; 4] = ["red", "blue", "green", "yellow"];

@@ -2,8 +2,10 @@
 //!
 //! Pieces, each in its own module, wired together by [`run`]:
 //! - [`informer`]: watches Nodes and Pods into the [`Cache`];
-//! - [`volume_watch`]: watches PVs, claims, StorageClasses and CSINodes
-//!   into the cache's volume store;
+//! - [`volume_watch`]: watches PVs, claims, StorageClasses, CSINodes,
+//!   CSIDrivers and CSIStorageCapacities into the cache's volume store;
+//! - [`namespace_watch`], [`workload_watch`]: Namespaces' labels, and the
+//!   selectors of Services and controllers (PodTopologySpread's defaults);
 //! - [`scheduling`]: the scheduling loop (one pod per cycle, assume);
 //! - [`binder`]: bindings, asynchronous with bounded concurrency;
 //! - [`events`]: `Scheduled` / `FailedScheduling` events and the pod
@@ -32,6 +34,7 @@ pub mod scheduling;
 pub mod served;
 pub mod server;
 pub mod volume_watch;
+pub mod workload_watch;
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -64,6 +67,8 @@ pub struct Shared {
     pub budgets_synced: AtomicBool,
     /// Namespaces listed once.
     pub namespaces_synced: AtomicBool,
+    /// Services and the controllers' kinds listed once.
+    pub workloads_synced: workload_watch::Synced,
     /// PriorityClasses, for pods that arrive without `spec.priority`.
     pub priority_classes: parking_lot::RwLock<crate::model::priority::PriorityClasses>,
     /// The volume watches listed once.
@@ -93,6 +98,7 @@ impl Shared {
             pod_groups_synced: AtomicBool::new(true),
             budgets_synced: AtomicBool::new(false),
             namespaces_synced: AtomicBool::new(false),
+            workloads_synced: Default::default(),
             priority_classes: Default::default(),
             volumes_synced: Default::default(),
             start: Instant::now(),
@@ -115,6 +121,7 @@ impl Shared {
             && self.pod_groups_synced.load(Ordering::Acquire)
             && self.budgets_synced.load(Ordering::Acquire)
             && self.namespaces_synced.load(Ordering::Acquire)
+            && self.workloads_synced.all()
             && self.volumes_synced.all()
     }
 
@@ -389,6 +396,7 @@ impl Watches {
             shared.clone(),
             client.clone(),
         )));
+        tasks.extend(workload_watch::spawn(shared, client));
         Self { tasks }
     }
 

@@ -1,8 +1,8 @@
-//! Watches on PersistentVolumes, PersistentVolumeClaims, StorageClasses
-//! and CSINodes that keep the cache's volume store current, as the Node
-//! and Pod watches keep nodes and pods (a relist is applied as a whole).
-//! Scheduling waits until all four have listed once, as kube-scheduler
-//! waits for its informers.
+//! Watches on PersistentVolumes, PersistentVolumeClaims, StorageClasses,
+//! CSINodes, CSIDrivers and CSIStorageCapacities that keep the cache's
+//! volume store current, as the Node and Pod watches keep nodes and pods
+//! (a relist is applied as a whole). Scheduling waits until all six have
+//! listed once, as kube-scheduler waits for its informers.
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -10,7 +10,10 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{PersistentVolume as K8sPv, PersistentVolumeClaim as K8sPvc};
-use k8s_openapi::api::storage::v1::{CSINode as K8sCsiNode, StorageClass as K8sClass};
+use k8s_openapi::api::storage::v1::{
+    CSIDriver as K8sCsiDriver, CSINode as K8sCsiNode, CSIStorageCapacity as K8sCapacity,
+    StorageClass as K8sClass,
+};
 use kube::runtime::watcher::{self, Event};
 use kube::runtime::WatchStreamExt;
 use kube::{Api, Client, Resource};
@@ -19,12 +22,14 @@ use tokio::task::JoinHandle;
 
 use super::Shared;
 use crate::framework::volumes::{VolumeKind, VolumeObject};
-use crate::model::volume::{CsiNode, PersistentVolume, PersistentVolumeClaim, StorageClass};
+use crate::model::volume::{
+    CsiDriver, CsiNode, CsiStorageCapacity, PersistentVolume, PersistentVolumeClaim, StorageClass,
+};
 use crate::model::ModelError;
 
-/// Which of the four watches have listed once.
+/// Which of the six watches have listed once.
 #[derive(Debug, Default)]
-pub struct Synced([AtomicBool; 4]);
+pub struct Synced([AtomicBool; VolumeKind::ALL.len()]);
 
 impl Synced {
     pub fn all(&self) -> bool {
@@ -37,7 +42,7 @@ impl Synced {
     }
 }
 
-/// Starts the four watches; they run until aborted.
+/// Starts the six watches; they run until aborted.
 pub fn spawn(shared: &Arc<Shared>, client: &Client) -> Vec<JoinHandle<()>> {
     let c = || client.clone();
     let s = || shared.clone();
@@ -60,10 +65,23 @@ pub fn spawn(shared: &Arc<Shared>, client: &Client) -> Vec<JoinHandle<()>> {
             VolumeKind::CsiNode,
             |o| CsiNode::from_k8s(o).map(VolumeObject::CsiNode),
         )),
+        tokio::spawn(watch::<K8sCsiDriver>(
+            s(),
+            Api::all(c()),
+            VolumeKind::CsiDriver,
+            |o| CsiDriver::from_k8s(o).map(VolumeObject::CsiDriver),
+        )),
+        tokio::spawn(watch::<K8sCapacity>(
+            s(),
+            Api::all(c()),
+            VolumeKind::CsiCapacity,
+            |o| CsiStorageCapacity::from_k8s(o).map(VolumeObject::CsiCapacity),
+        )),
     ]
 }
 
-/// The store's key of an API object: `namespace/name` for claims.
+/// The store's key of an API object: `namespace/name` for namespaced
+/// ones (claims, capacities).
 fn key_of<K: Resource>(o: &K) -> String {
     let meta = o.meta();
     let name = meta.name.clone().unwrap_or_default();

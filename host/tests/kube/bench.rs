@@ -1,7 +1,11 @@
 //! Throughput on the real API server: wasmsched against kube-scheduler
-//! 1.20 (built from the same Debian source as the API server), same
-//! cluster, same pods, same client QPS. Ignored in the test suite; run by
-//! `scripts/bench-kube`, which prints the table BENCHMARKS.md keeps.
+//! (built by `scripts/test-servers` from the same release as the API
+//! server), same cluster, same pods, same client QPS. Ignored in the test
+//! suite; run by `scripts/bench-kube`, which prints the tables BENCHMARKS.md
+//! keeps. `BENCH_WORKLOAD` names one of upstream's scheduler_perf workloads
+//! (`wasmsched bench --workload`'s shapes, the same objects created on the
+//! server); without it the cluster is BENCHMARKS.md's main one (32-cpu
+//! nodes, plain pods).
 
 use std::collections::HashSet;
 use std::process::{Child, Command, Stdio};
@@ -12,7 +16,10 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, PostParams};
 use kube::runtime::watcher;
 use kube::Client;
-use serde_json::json;
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+use serde_json::{json, Value};
+use wasmsched::bench::workloads::{self, Workload};
 
 use crate::env::*;
 
@@ -26,43 +33,114 @@ fn size(var: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
-async fn create_cluster(client: &Client, nodes: usize) {
-    let api: Api<Node> = Api::all(client.clone());
-    futures::stream::iter(0..nodes)
-        .for_each_concurrent(32, |i| {
+/// What the benchmark creates: the nodes, the pods bound beforehand
+/// (upstream's `initPods`, not measured) and the pending pods measured, of
+/// which `expected` can be bound.
+struct Shape {
+    nodes: Vec<Value>,
+    init: Vec<Value>,
+    pending: Vec<Value>,
+    expected: usize,
+}
+
+/// BENCHMARKS.md's main cluster: nodes of 32 cpu / 128Gi / 110 pods in
+/// three zones, pods of 100m / 128Mi with 20 app labels.
+fn plain_shape(nodes: usize, pods: usize) -> Shape {
+    let nodes = (0..nodes)
+        .map(|i| {
+            let zone = ["a", "b", "c"][i % 3];
+            json!({
+                "metadata": {"name": format!("bench-{i:05}"), "labels": {
+                    "kubernetes.io/hostname": format!("bench-{i:05}"),
+                    "topology.kubernetes.io/zone": zone}},
+                "status": {"allocatable": {"cpu": "32", "memory": "128Gi", "pods": "110"}}
+            })
+        })
+        .collect();
+    let pending = (0..pods)
+        .map(|i| {
+            json!({
+                "metadata": {"name": format!("p-{i:06}"), "namespace": NS,
+                    "labels": {"app": format!("app-{}", i % 20)}},
+                "spec": {"schedulerName": SCHED, "containers": [{"name": "c", "image": "x",
+                    "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}}}]}
+            })
+        })
+        .collect();
+    Shape {
+        nodes,
+        init: Vec::new(),
+        pending,
+        expected: pods,
+    }
+}
+
+/// `workload`'s cluster as `wasmsched bench --workload` builds it, as API
+/// objects: the same nodes, the init pods bound to the same nodes, the same
+/// measured pods (under this benchmark's scheduler name).
+fn workload_shape(workload: Workload, nodes: usize, pods: usize) -> Shape {
+    assert!(
+        !workload.churns() && workload.upstream_threshold().is_some(),
+        "BENCH_WORKLOAD={}: not one of the real-server workloads (scheduling-basic, node-affinity, \
+         preferred-affinity, preferred-anti-affinity, required-affinity, extended-resources, unschedulable)",
+        workload.name()
+    );
+    let mut rng = StdRng::seed_from_u64(1);
+    let node_objects: Vec<Value> = (0..nodes)
+        .map(|i| workloads::node_json(workload, i))
+        .collect();
+    let n = nodes.max(1) as u64;
+    let init = (0..workload.init_pods(nodes))
+        .map(|i| {
+            let mut p = workloads::pod_json(workload, &format!("init-{i:05}"), i, &mut rng);
+            let at = ((i as u64 * 7919) % n) as usize;
+            p["spec"]["nodeName"] = node_objects[at]["metadata"]["name"].clone();
+            p
+        })
+        .collect();
+    let measured = workload.measured_pods(pods);
+    let pending = (0..measured)
+        .map(|i| {
+            let mut p = workloads::pod_json(workload, &format!("pod-{i:05}"), i, &mut rng);
+            p["spec"]["schedulerName"] = json!(SCHED);
+            p
+        })
+        .collect();
+    let expected = if workload == Workload::Unschedulable {
+        // One pod in ten asks for 1000 cpu (workloads::pod_json).
+        measured - measured / 10
+    } else {
+        measured
+    };
+    Shape {
+        nodes: node_objects,
+        init,
+        pending,
+        expected,
+    }
+}
+
+async fn create_all<K>(api: &Api<K>, objects: &[Value])
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    futures::stream::iter(objects)
+        .for_each_concurrent(32, |o| {
             let api = api.clone();
             async move {
-                let zone = ["a", "b", "c"][i % 3];
-                let node: Node = serde_json::from_value(json!({
-                    "metadata": {"name": format!("bench-{i:05}"), "labels": {
-                        "kubernetes.io/hostname": format!("bench-{i:05}"),
-                        "topology.kubernetes.io/zone": zone}},
-                    "status": {"allocatable": {"cpu": "32", "memory": "128Gi", "pods": "110"}}
-                }))
-                .unwrap();
-                api.create(&PostParams::default(), &node).await.unwrap();
+                let object: K = serde_json::from_value(o.clone()).unwrap();
+                api.create(&PostParams::default(), &object).await.unwrap();
             }
         })
         .await;
 }
 
-async fn create_pods(client: &Client, pods: usize) {
-    let api: Api<Pod> = Api::namespaced(client.clone(), NS);
-    futures::stream::iter(0..pods)
-        .for_each_concurrent(32, |i| {
-            let api = api.clone();
-            async move {
-                let pod: Pod = serde_json::from_value(json!({
-                    "metadata": {"name": format!("p-{i:06}"), "namespace": NS,
-                        "labels": {"app": format!("app-{}", i % 20)}},
-                    "spec": {"schedulerName": SCHED, "containers": [{"name": "c", "image": "x",
-                        "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}}}]}
-                }))
-                .unwrap();
-                api.create(&PostParams::default(), &pod).await.unwrap();
-            }
-        })
-        .await;
+/// Creates the shape's nodes, its init pods (bound) and its pending pods.
+async fn create(client: &Client, shape: &Shape) {
+    create_all(&Api::<Node>::all(client.clone()), &shape.nodes).await;
+    let pods = Api::<Pod>::namespaced(client.clone(), NS);
+    create_all(&pods, &shape.init).await;
+    create_all(&pods, &shape.pending).await;
 }
 
 /// Seconds from a scheduler's start until its first binding, and until
@@ -79,13 +157,16 @@ struct Timing {
 /// the machine with the scheduler measured, about as much as the
 /// scheduler's own requests.
 async fn measure(client: &Client, pods: usize, mut start: impl FnMut() -> Child) -> Timing {
+    // Pods bound before the start are the init pods, which are not counted.
+    let measured =
+        |p: &Pod| p.spec.as_ref().and_then(|s| s.scheduler_name.as_deref()) == Some(SCHED);
     let api: Api<Pod> = Api::namespaced(client.clone(), NS);
     let mut events = std::pin::pin!(watcher(api, watcher::Config::default()));
     let mut bound = HashSet::new();
     loop {
         match events.next().await.expect("the watch ended").unwrap() {
             watcher::Event::InitDone => break,
-            watcher::Event::InitApply(p) if is_bound(&p) => {
+            watcher::Event::InitApply(p) if is_bound(&p) && measured(&p) => {
                 bound.insert(p.metadata.name.unwrap());
             }
             _ => {}
@@ -102,7 +183,9 @@ async fn measure(client: &Client, pods: usize, mut start: impl FnMut() -> Child)
     while bound.len() < pods {
         tokio::select! {
             event = events.next() => match event.expect("the watch ended") {
-                Ok(watcher::Event::Apply(p) | watcher::Event::InitApply(p)) if is_bound(&p) => {
+                Ok(watcher::Event::Apply(p) | watcher::Event::InitApply(p))
+                    if is_bound(&p) && measured(&p) =>
+                {
                     first.get_or_insert_with(|| t0.elapsed().as_secs_f64());
                     bound.insert(p.metadata.name.unwrap());
                 }
@@ -133,6 +216,15 @@ async fn bench_against_kube_scheduler() {
     let nodes = size("BENCH_NODES", 500);
     let pods = size("BENCH_PODS", 2000);
     let qps = size("BENCH_QPS", 500);
+    let workload = std::env::var("BENCH_WORKLOAD").ok().map(|w| {
+        <Workload as clap::ValueEnum>::from_str(&w, false)
+            .unwrap_or_else(|e| panic!("BENCH_WORKLOAD={w}: {e}"))
+    });
+    let shape = match workload {
+        Some(w) => workload_shape(w, nodes, pods),
+        None => plain_shape(nodes, pods),
+    };
+    let version = std::env::var("WASMSCHED_TEST_KUBE_VERSION").unwrap_or_default();
     let client = client().await;
     let tmp = tempfile::tempdir().unwrap();
     let kubeconfig = env().kubeconfig.to_str().unwrap().to_string();
@@ -190,9 +282,9 @@ async fn bench_against_kube_scheduler() {
 
     let mut rows = Vec::new();
     type Start = Box<dyn Fn() -> Child>;
-    let runs: Vec<(&str, Start)> = vec![
+    let runs: Vec<(String, Start)> = vec![
         (
-            "kube-scheduler 1.20.2 (default plugins)",
+            format!("kube-scheduler {version} (default plugins)"),
             Box::new({
                 let kube_cfg = kube_cfg.clone();
                 let log = tmp.path().join("kube-scheduler.log");
@@ -200,14 +292,14 @@ async fn bench_against_kube_scheduler() {
             }),
         ),
         (
-            "wasmsched, core plugins",
+            "wasmsched, core plugins".to_string(),
             Box::new({
                 let cfg = core_cfg.clone();
                 move || wasmsched(&cfg)
             }),
         ),
         (
-            "wasmsched, core + GpuTopology + NetworkLocality (wasm)",
+            "wasmsched, core + GpuTopology + NetworkLocality (wasm)".to_string(),
             Box::new({
                 let cfg = wasm_cfg.clone();
                 move || wasmsched(&cfg)
@@ -216,8 +308,8 @@ async fn bench_against_kube_scheduler() {
     ];
     for (name, start) in runs {
         reset(&client, &[NS]).await;
-        create_cluster(&client, nodes).await;
-        create_pods(&client, pods).await;
+        create(&client, &shape).await;
+        let pods = shape.expected;
         let t = measure(&client, pods, start).await;
         let (rate, steady) = (pods as f64 / t.all, (pods - 1) as f64 / (t.all - t.first));
         eprintln!(
@@ -226,7 +318,15 @@ async fn bench_against_kube_scheduler() {
         );
         rows.push((name, t, rate, steady));
     }
-    println!("\n{nodes} nodes, {pods} pending pods, client qps {qps} / burst {}; seconds from the scheduler's start:\n", qps * 2);
+    println!(
+        "\n{}: {nodes} nodes, {} pods bound beforehand, {} pending pods ({} bindable), client qps {qps} / burst {}; \
+         seconds from the scheduler's start:\n",
+        workload.map_or("plain pods".to_string(), |w| w.name()),
+        shape.init.len(),
+        shape.pending.len(),
+        shape.expected,
+        qps * 2
+    );
     println!(
         "| scheduler | first binding | every pod bound | pods/s | pods/s after the first binding |"
     );

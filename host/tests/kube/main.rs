@@ -18,6 +18,7 @@ mod faults;
 mod gangs;
 mod gates;
 mod hami;
+mod namespaces;
 mod preemption;
 mod serving;
 mod volumes;

@@ -114,6 +114,9 @@ pub struct Snapshot {
     /// Namespaces and their labels, for affinity terms'
     /// `namespaceSelector`.
     pub namespaces: Arc<crate::model::namespace::Namespaces>,
+    /// Services' and controllers' selectors, for PodTopologySpread's
+    /// default constraints.
+    pub workloads: Arc<crate::model::workload::Workloads>,
     /// PVs, claims, StorageClasses and CSINodes (shared by clones: it is
     /// the one volume store, with its assumed bindings).
     volumes: Arc<VolumeStore>,

@@ -191,6 +191,7 @@ mod tests {
                 ("NodeResourcesFit", 1),
                 ("PodTopologySpread", 2),
                 ("TaintToleration", 3),
+                ("VolumeBinding", 1),
             ]
         );
     }

@@ -24,7 +24,7 @@ registry! {
     native "NodeVolumeLimits" => plugins::volume::limits::new,
         points: [Filter], weight: 0, default: true;
     native "VolumeBinding" => plugins::volume::binding::new,
-        points: [PreFilter, Filter, Reserve, PreBind], weight: 0, default: true;
+        points: [PreFilter, Filter, PreScore, Score, Reserve, PreBind], weight: 1, default: true;
     native "VolumeZone" => plugins::volume::zone::new,
         points: [Filter], weight: 0, default: true;
     native "PodTopologySpread" => plugins::pod_topology_spread::new,

@@ -20,6 +20,7 @@ pub mod resources;
 pub mod selector;
 pub mod validation;
 pub mod volume;
+pub mod workload;
 
 pub use node::{Node, Taint};
 pub use pod::{Pod, Toleration};

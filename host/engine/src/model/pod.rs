@@ -26,6 +26,8 @@ pub struct HostPort {
 /// The controller owning a pod.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Owner {
+    /// The reference's `apiVersion` (`apps/v1` for a ReplicaSet).
+    pub api_version: String,
     pub kind: String,
     pub name: String,
 }
@@ -41,6 +43,7 @@ impl Owner {
             .flatten()
             .find(|o| o.controller == Some(true))?;
         Some(Self {
+            api_version: r.api_version.clone(),
             kind: r.kind.clone(),
             name: r.name.clone(),
         })

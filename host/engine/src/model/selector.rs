@@ -116,6 +116,21 @@ impl LabelSelector {
         self.requirements.iter().all(|r| r.matches(labels))
     }
 
+    /// A label map's selector (`key In (value)` each), as a
+    /// ReplicationController's or Service's `selector` means.
+    pub fn from_labels(labels: &BTreeMap<String, String>) -> Self {
+        Self {
+            requirements: labels
+                .iter()
+                .map(|(k, v)| Requirement {
+                    key: k.clone(),
+                    op: SelectorOp::In,
+                    values: vec![v.clone()],
+                })
+                .collect(),
+        }
+    }
+
     /// `matchLabelKeys` and `mismatchLabelKeys` merged in, as the API
     /// server merges them (KEP-3633, KEP-3243): `key In (pod's value)` and
     /// `key NotIn (pod's value)` for each key the pod has (keys it lacks

@@ -1,8 +1,8 @@
-//! PersistentVolumes, PersistentVolumeClaims, StorageClasses and CSINodes
-//! as the volume plugins read them, validated once (as Pods and Nodes
-//! are). Field semantics follow the Kubernetes 1.20 API server's
-//! defaulting: a missing `volumeMode` is `Filesystem`, a missing
-//! `volumeBindingMode` is `Immediate`.
+//! PersistentVolumes, PersistentVolumeClaims, StorageClasses, CSINodes,
+//! CSIDrivers and CSIStorageCapacities as the volume plugins read them,
+//! validated once (as Pods and Nodes are). Field semantics follow the API
+//! server's defaulting: a missing `volumeMode` is `Filesystem`, a missing
+//! `volumeBindingMode` is `Immediate`, a missing `storageCapacity` is false.
 
 use std::collections::BTreeMap;
 
@@ -186,6 +186,54 @@ pub struct CsiNode {
     pub resource_version: u64,
     /// (driver, `allocatable.count`).
     pub drivers: Vec<(String, Option<i64>)>,
+}
+
+/// A CSIDriver, for what VolumeBinding reads of it: whether the driver
+/// publishes CSIStorageCapacity objects that scheduling must respect
+/// (`spec.storageCapacity`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CsiDriver {
+    pub name: String,
+    pub resource_version: u64,
+    pub storage_capacity: bool,
+}
+
+/// A CSIStorageCapacity: how much of a class's storage the nodes its
+/// `nodeTopology` selects can still provision.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CsiStorageCapacity {
+    pub namespace: String,
+    pub name: String,
+    pub resource_version: u64,
+    pub class: String,
+    /// `capacity` in bytes (`None`: not reported, which is no capacity).
+    pub capacity: Option<i64>,
+    /// `maximumVolumeSize` in bytes, which upstream prefers when set.
+    pub maximum_volume_size: Option<i64>,
+    /// `nodeTopology` (`None`: reachable from no node).
+    pub node_topology: Option<LabelSelector>,
+}
+
+impl CsiStorageCapacity {
+    /// `namespace/name`.
+    pub fn key(&self) -> String {
+        claim_key(&self.namespace, &self.name)
+    }
+
+    /// Upstream's `capacitySufficient`: the maximum volume size if set,
+    /// else the capacity, holds `bytes`.
+    pub fn sufficient(&self, bytes: i64) -> bool {
+        self.maximum_volume_size
+            .or(self.capacity)
+            .is_some_and(|limit| limit >= bytes)
+    }
+
+    /// Upstream's `nodeHasAccess`: the node's labels match `nodeTopology`.
+    pub fn reachable_from(&self, labels: &BTreeMap<String, String>) -> bool {
+        self.node_topology
+            .as_ref()
+            .is_some_and(|t| t.matches(labels))
+    }
 }
 
 fn err_for(object: String) -> impl Fn(&str, String) -> ModelError {
@@ -415,6 +463,56 @@ impl CsiNode {
         Ok(Self {
             resource_version: version(&n.metadata),
             drivers,
+            name,
+        })
+    }
+}
+
+impl CsiDriver {
+    pub fn from_k8s(d: &storage::CSIDriver) -> Result<Self, ModelError> {
+        let name = d.metadata.name.clone().unwrap_or_default();
+        if name.is_empty() {
+            return Err(err_for("CSIDriver".into())(
+                "metadata.name",
+                "missing".into(),
+            ));
+        }
+        Ok(Self {
+            resource_version: version(&d.metadata),
+            storage_capacity: d.spec.storage_capacity.unwrap_or(false),
+            name,
+        })
+    }
+}
+
+impl CsiStorageCapacity {
+    pub fn from_k8s(c: &storage::CSIStorageCapacity) -> Result<Self, ModelError> {
+        let meta = &c.metadata;
+        let name = meta.name.clone().unwrap_or_default();
+        let namespace = meta.namespace.clone().unwrap_or_else(|| "default".into());
+        let err = err_for(format!("CSIStorageCapacity {namespace}/{name}"));
+        if name.is_empty() {
+            return Err(err("metadata.name", "missing".into()));
+        }
+        if c.storage_class_name.is_empty() {
+            return Err(err("storageClassName", "missing".into()));
+        }
+        let bytes = |q: Option<&Quantity>, field: &str| {
+            q.map(|q| value(&q.0).map_err(|e| err(field, e.to_string())))
+                .transpose()
+        };
+        let node_topology = c
+            .node_topology
+            .as_ref()
+            .map(|t| LabelSelector::parse(t).map_err(|m| err("nodeTopology", m)))
+            .transpose()?;
+        Ok(Self {
+            resource_version: version(meta),
+            class: c.storage_class_name.clone(),
+            capacity: bytes(c.capacity.as_ref(), "capacity")?,
+            maximum_volume_size: bytes(c.maximum_volume_size.as_ref(), "maximumVolumeSize")?,
+            node_topology,
+            namespace,
             name,
         })
     }

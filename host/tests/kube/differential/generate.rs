@@ -58,6 +58,28 @@ const POD_IMAGES: [&str; 5] = [
 ];
 const ZONES: [&str; 3] = ["zone-a", "zone-b", "zone-c"];
 
+/// The Services and the ReplicaSet every seed's cluster has, in the first
+/// namespace: what PodTopologySpread's system default constraints spread
+/// a pod by (headless Services, so that no cluster IP is allocated; the
+/// ReplicaSet has no replicas and no controller runs it).
+pub fn workloads() -> Vec<Value> {
+    let ns = NAMESPACES[0];
+    let service = |name: &str, selector: Value| {
+        json!({"apiVersion": "v1", "kind": "Service",
+               "metadata": {"name": name, "namespace": ns},
+               "spec": {"clusterIP": "None", "selector": selector}})
+    };
+    vec![
+        service("web", json!({"app": "web"})),
+        service("cache-v1", json!({"app": "cache", "version": "v1"})),
+        json!({"apiVersion": "apps/v1", "kind": "ReplicaSet",
+               "metadata": {"name": "db", "namespace": ns},
+               "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "db"}},
+                        "template": {"metadata": {"labels": {"app": "db"}},
+                                     "spec": {"containers": [{"name": "c", "image": "registry.invalid/x"}]}}}}),
+    ]
+}
+
 /// One generated cluster.
 pub struct Cluster {
     pub nodes: Vec<Value>,
@@ -329,6 +351,13 @@ impl Gen {
         }
         if let Some(r) = self.pod_level(&p) {
             p["spec"]["resources"] = r;
+        }
+        // Most `db` pods of the first namespace belong to its ReplicaSet
+        // (PodTopologySpread's system default constraints spread by it).
+        if app == "db" && ns == NAMESPACES[0] && self.chance(0.7) {
+            p["metadata"]["ownerReferences"] = json!([{"apiVersion": "apps/v1",
+                "kind": "ReplicaSet", "name": "db", "uid": "5e1ec7ed-0000-4000-8000-00000000db00",
+                "controller": true}]);
         }
         p
     }

@@ -30,7 +30,8 @@ use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Event, Namespace, Node, Pod};
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
 use kube::Client;
 use serde_json::{json, Value};
 
@@ -170,6 +171,7 @@ async fn run_seed(
 ) {
     reset(client, &NAMESPACES).await;
     label_namespaces(client).await;
+    let workloads = create_workloads(client).await;
     // 6 to 16 nodes.
     let nodes = 6 + (seed as usize * 7) % 11;
     let cluster = generate::cluster(seed, nodes, pods);
@@ -204,6 +206,7 @@ async fn run_seed(
         let dump = tmp.join(format!("seed{seed}-{ns}-{name}.json"));
         let items: Vec<&Value> = namespaces
             .iter()
+            .chain(&workloads)
             .chain(&nodes)
             .chain(&bound)
             .chain([&created])
@@ -271,6 +274,32 @@ async fn delete(client: &Client, ns: &str, name: &str) {
         api.get_opt(name).await.is_ok_and(|p| p.is_none())
     })
     .await;
+}
+
+/// Creates [`generate::workloads`] (kept from an earlier seed when they
+/// exist: they are the same) and returns the server's copies.
+async fn create_workloads(client: &Client) -> Vec<Value> {
+    let mut out = Vec::new();
+    for obj in generate::workloads() {
+        let api_version = obj["apiVersion"].as_str().unwrap();
+        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+        let gvk = GroupVersionKind::gvk(group, version, obj["kind"].as_str().unwrap());
+        let ar = ApiResource::from_gvk(&gvk);
+        let ns = obj["metadata"]["namespace"].as_str().unwrap();
+        let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &ar);
+        let o: DynamicObject = serde_json::from_value(obj.clone()).unwrap();
+        let name = obj["metadata"]["name"].as_str().unwrap();
+        let stored = match api.create(&PostParams::default(), &o).await {
+            Ok(created) => created,
+            Err(kube::Error::Api(e)) if e.code == 409 => api.get(name).await.unwrap(),
+            Err(e) => panic!("creating {}: {e}", obj["metadata"]),
+        };
+        let mut v = plain(&stored);
+        v["apiVersion"] = obj["apiVersion"].clone();
+        v["kind"] = obj["kind"].clone();
+        out.push(v);
+    }
+    out
 }
 
 /// Gives each test namespace its label ([`generate::NAMESPACE_LABELS`]),

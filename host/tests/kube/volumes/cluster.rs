@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Event, Node, PersistentVolume, PersistentVolumeClaim, Pod};
-use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
+use k8s_openapi::api::storage::v1::{CSIDriver, CSINode, CSIStorageCapacity, StorageClass};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::Client;
@@ -21,9 +21,9 @@ pub enum Outcome {
     Unschedulable(String),
 }
 
-/// Removes every node and pod, the claims in `ns`, and every PV,
-/// StorageClass and CSINode (finalizers included: no protection
-/// controller runs).
+/// Removes every node and pod, the claims and CSIStorageCapacities in
+/// `ns`, and every PV, StorageClass, CSINode and CSIDriver (finalizers
+/// included: no protection controller runs).
 pub async fn reset_volumes(client: &Client, ns: &str) {
     reset(client, &[ns]).await;
     let strip = json!({"metadata": {"finalizers": null}});
@@ -51,9 +51,19 @@ pub async fn reset_volumes(client: &Client, ns: &str) {
     let _ = csi_nodes
         .delete_collection(&DeleteParams::default(), &ListParams::default())
         .await;
+    let drivers: Api<CSIDriver> = Api::all(client.clone());
+    let _ = drivers
+        .delete_collection(&DeleteParams::default(), &ListParams::default())
+        .await;
+    let capacities: Api<CSIStorageCapacity> = Api::namespaced(client.clone(), ns);
+    let _ = capacities
+        .delete_collection(&DeleteParams::default(), &ListParams::default())
+        .await;
     wait_until("volume cleanup", Duration::from_secs(60), || async {
         let lp = ListParams::default();
         claims.list(&lp).await.is_ok_and(|l| l.items.is_empty())
+            && drivers.list(&lp).await.is_ok_and(|l| l.items.is_empty())
+            && capacities.list(&lp).await.is_ok_and(|l| l.items.is_empty())
             && pvs.list(&lp).await.is_ok_and(|l| l.items.is_empty())
             && classes.list(&lp).await.is_ok_and(|l| l.items.is_empty())
             && csi_nodes.list(&lp).await.is_ok_and(|l| l.items.is_empty())

@@ -17,7 +17,8 @@ const ZONE: &str = "topology.kubernetes.io/zone";
 pub struct Scenario {
     pub name: &'static str,
     pub nodes: Vec<Value>,
-    /// StorageClasses, CSINodes, PVs and claims, created before the
+    /// StorageClasses, CSINodes, CSIDrivers, CSIStorageCapacities, PVs and
+    /// claims, created before the
     /// scheduler starts.
     pub objects: Vec<Value>,
     /// Claims the PV controller binds before any pod is created
@@ -201,6 +202,41 @@ fn attach_limits() -> Scenario {
     }
 }
 
+/// A CSI driver that publishes storage capacity: 5Gi reachable from zone a,
+/// 1Gi from zone b (and 100Gi for another class there). The claims are
+/// provisioned only where their size fits; the 20Gi one fits nowhere.
+fn storage_capacity() -> Scenario {
+    let capacity = |name: &str, class: &str, zone: &str, size: &str| {
+        json!({"apiVersion": "storage.k8s.io/v1", "kind": "CSIStorageCapacity",
+               "metadata": {"name": name, "namespace": NS},
+               "storageClassName": class, "capacity": size,
+               "nodeTopology": {"matchLabels": {ZONE: zone}}})
+    };
+    let mut objects = vec![
+        json!({"apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver",
+               "metadata": {"name": PROVISIONER}, "spec": {"storageCapacity": true}}),
+        class("capacity", PROVISIONER, "WaitForFirstConsumer"),
+        class("other", PROVISIONER, "WaitForFirstConsumer"),
+        capacity("zone-a", "capacity", "a", "5Gi"),
+        capacity("zone-b", "capacity", "b", "1Gi"),
+        capacity("zone-b-other", "other", "b", "100Gi"),
+    ];
+    let mut pods = Vec::new();
+    for (name, size) in [("small", "1Gi"), ("medium", "3Gi"), ("huge", "20Gi")] {
+        objects.push(claim(name, "capacity", size));
+        pods.push(pod(name, &[name], "100m"));
+    }
+    Scenario {
+        name: "CSIStorageCapacity",
+        nodes: vec![node("a1", "a", "2"), node("b1", "b", "8")],
+        objects,
+        bound_first: vec![],
+        pods,
+        together: false,
+        same_nodes: true,
+    }
+}
+
 /// A StatefulSet's replicas (created at once, as with `Parallel` pod
 /// management): one local PV per node, one more replica than PVs.
 fn stateful_set() -> Scenario {
@@ -234,5 +270,6 @@ pub fn all() -> Vec<Scenario> {
         missing(),
         attach_limits(),
         stateful_set(),
+        storage_capacity(),
     ]
 }

@@ -143,21 +143,27 @@ fn parse_shape(r: &Value) -> Result<Vec<(i64, i64)>, String> {
         .as_object()
         .ok_or_else(|| format!("{FIELD}: expected an object, got {}", json_type(r)))?;
     reject_unknown(o, &["shape"], &format!("{FIELD}."))?;
-    let list = match o.get("shape") {
+    parse_shape_points(o.get("shape"), &format!("{FIELD}.shape"))
+}
+
+/// A `shape` list of `{utilization, score}` points (RequestedToCapacityRatio's
+/// and VolumeBinding's), as upstream's `validateFunctionShape` checks it: at
+/// least one point, utilization in 0..=100 and strictly increasing, score in
+/// 0..=10 (scaled onto MaxNodeScore). `field` names the list in errors.
+pub(crate) fn parse_shape_points(
+    list: Option<&Value>,
+    field: &str,
+) -> Result<Vec<(i64, i64)>, String> {
+    let list = match list {
         Some(Value::Array(a)) if !a.is_empty() => a,
         Some(Value::Array(_)) | None => {
-            return Err(format!("{FIELD}.shape: at least one point is required"))
+            return Err(format!("{field}: at least one point is required"))
         }
-        Some(v) => {
-            return Err(format!(
-                "{FIELD}.shape: expected an array, got {}",
-                json_type(v)
-            ))
-        }
+        Some(v) => return Err(format!("{field}: expected an array, got {}", json_type(v))),
     };
     let mut shape: Vec<(i64, i64)> = Vec::with_capacity(list.len());
     for (i, p) in list.iter().enumerate() {
-        let path = format!("{FIELD}.shape[{i}]");
+        let path = format!("{field}[{i}]");
         let o = p
             .as_object()
             .ok_or_else(|| format!("{path}: expected an object, got {}", json_type(p)))?;

@@ -3,8 +3,10 @@
 //! compared with the emptiest domain; ScheduleAnyway constraints score
 //! less crowded domains higher.
 //!
-//! Only the pod's own constraints are honoured; upstream's cluster-wide
-//! default (system) constraints are not applied.
+//! A pod without constraints of its own gets the plugin's default ones
+//! (upstream's `defaultingType: System` by default: spread over hostnames
+//! with maxSkew 3 and zones with maxSkew 5, ScheduleAnyway), selecting the
+//! pods of its Services and controller (`model::workload`).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -18,11 +20,11 @@ use crate::framework::{
 };
 use crate::model::pod::{tolerated, SpreadConstraint, WhenUnsatisfiable};
 use crate::model::selector::LabelSelector;
+use crate::model::workload::Workloads;
 use crate::model::{Node, Pod, TaintEffect};
 
 use super::helpers::{
     args_object, json_type, matches_required_node_affinity, reject_unknown, split_over_nodes,
-    TopologyCounts,
 };
 
 pub const NAME: &str = "PodTopologySpread";
@@ -40,42 +42,119 @@ pub const HOSTNAME: &str = "kubernetes.io/hostname";
 const PRE_FILTER_KEY: &str = "PreFilterPodTopologySpread";
 const PRE_SCORE_KEY: &str = "PreScorePodTopologySpread";
 
-/// The PodTopologySpread plugin.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct PodTopologySpread;
+/// The PodTopologySpread plugin. `Default` has no default constraints
+/// (`defaultingType: List` with none); the registry's factory without
+/// arguments gives upstream's default, [`PodTopologySpread::system`].
+#[derive(Debug, Clone, Default)]
+pub struct PodTopologySpread {
+    /// For pods without constraints of their own; their selectors are
+    /// filled per pod.
+    defaults: Vec<SpreadConstraint>,
+    /// `defaultingType: System`: nodes lacking a topology key are still
+    /// scored (a missing zone is the domain `""`), so that hostname
+    /// spreading works on nodes without zones.
+    system_defaulted: bool,
+}
+
+/// Upstream's `systemDefaultConstraints`.
+fn system_constraints() -> Vec<SpreadConstraint> {
+    [(HOSTNAME, 3), ("topology.kubernetes.io/zone", 5)]
+        .into_iter()
+        .map(|(key, max_skew)| SpreadConstraint {
+            max_skew,
+            topology_key: key.to_string(),
+            when_unsatisfiable: WhenUnsatisfiable::ScheduleAnyway,
+            selector: None,
+            honor_node_affinity: true,
+            honor_taints: false,
+            min_domains: None,
+        })
+        .collect()
+}
 
 impl PodTopologySpread {
-    /// Upstream `PodTopologySpreadArgs`. Only the form meaning "no default
-    /// constraints" is accepted (`defaultingType: List` without
-    /// `defaultConstraints`); anything asking for defaults is rejected
-    /// rather than silently ignored.
+    /// Upstream's default arguments (`defaultingType: System`).
+    pub fn system() -> Self {
+        Self {
+            defaults: system_constraints(),
+            system_defaulted: true,
+        }
+    }
+
+    /// Upstream `PodTopologySpreadArgs`: `defaultingType` System (the
+    /// default; `defaultConstraints` must then be empty) or List (the
+    /// `defaultConstraints` given, validated as upstream validates them).
     pub fn from_args(args: Option<&Value>) -> Result<Self, String> {
         let Some(obj) = args_object(NAME, args)? else {
-            return Ok(Self);
+            return Ok(Self::system());
         };
         reject_unknown(&obj, &["defaultingType", "defaultConstraints"], "")?;
-        match obj.get("defaultingType") {
-            None => {}
-            Some(v) if v.as_str() == Some("List") => {}
-            Some(v) if v.as_str() == Some("System") => {
-                return Err("defaultingType: System is not supported (no default constraints are applied); use List".into())
+        let system = match obj.get("defaultingType") {
+            None => true,
+            Some(v) if v.as_str() == Some("System") => true,
+            Some(v) if v.as_str() == Some("List") => false,
+            Some(v) => {
+                return Err(format!(
+                    "defaultingType: unsupported value {v} (System or List)"
+                ))
             }
-            Some(v) => return Err(format!("defaultingType: unsupported value {v} (supported: List)")),
-        }
-        match obj.get("defaultConstraints") {
-            None => {}
-            Some(Value::Array(a)) if a.is_empty() => {}
-            Some(Value::Array(_)) => {
-                return Err("defaultConstraints: default constraints are not supported".into())
-            }
+        };
+        let listed = match obj.get("defaultConstraints") {
+            None => Vec::new(),
+            Some(v @ Value::Array(_)) => crate::model::workload::default_spread_constraints(v)?,
             Some(v) => {
                 return Err(format!(
                     "defaultConstraints: expected an array, got {}",
                     json_type(v)
                 ))
             }
+        };
+        if system {
+            if !listed.is_empty() {
+                return Err("defaultConstraints: must be empty with defaultingType: System".into());
+            }
+            return Ok(Self::system());
         }
-        Ok(Self)
+        Ok(Self {
+            defaults: listed,
+            system_defaulted: false,
+        })
+    }
+
+    /// The pod's constraints of `kind`: its own, or (when it has none) the
+    /// defaults with the selector of its Services and controller (none
+    /// when that selector is empty). Upstream's `getConstraints` and
+    /// `buildDefaultConstraints`.
+    fn constraints_for(
+        &self,
+        pod: &Pod,
+        workloads: &Workloads,
+        kind: WhenUnsatisfiable,
+    ) -> Vec<SpreadConstraint> {
+        if !pod.spread.is_empty() {
+            return constraints_of(pod, kind);
+        }
+        if !self.defaults.iter().any(|c| c.when_unsatisfiable == kind) {
+            return Vec::new();
+        }
+        let selector = workloads.default_selector(pod);
+        if selector.requirements.is_empty() {
+            return Vec::new();
+        }
+        self.defaults
+            .iter()
+            .filter(|c| c.when_unsatisfiable == kind)
+            .map(|c| SpreadConstraint {
+                selector: Some(selector.clone()),
+                ..c.clone()
+            })
+            .collect()
+    }
+
+    /// Whether a node must have every topology key to be scored (upstream:
+    /// own constraints, or defaults that are not the system's).
+    fn require_all_topologies(&self, pod: &Pod) -> bool {
+        !pod.spread.is_empty() || !self.system_defaulted
     }
 }
 
@@ -138,16 +217,18 @@ fn included(pod: &Pod, node: &Node, c: &SpreadConstraint) -> bool {
 // Filter
 // ---------------------------------------------------------------------------
 
-/// What Filter needs, computed once per cycle.
+/// What Filter needs, computed once per cycle (upstream's
+/// `preFilterState`): per constraint, its matching pods per domain and its
+/// two emptiest domains.
 #[derive(Debug, Default, Clone)]
 struct FilterState {
     /// The pod's DoNotSchedule constraints.
     constraints: Vec<SpreadConstraint>,
-    /// Matching pods per topology pair, over the counted nodes.
-    counts: TopologyCounts,
-    /// The two smallest counts per topology key (upstream's critical
-    /// paths; the first is the minimum).
-    paths: HashMap<String, CriticalPaths>,
+    /// Per constraint: matching pods per domain, over the counted nodes.
+    counts: Vec<HashMap<String, i64>>,
+    /// Per constraint: the two smallest counts (upstream's critical paths;
+    /// the first is the minimum).
+    paths: Vec<CriticalPaths>,
 }
 
 /// Upstream's `criticalPaths`: the two domains with the fewest matching
@@ -195,40 +276,55 @@ impl CriticalPaths {
     }
 }
 
-/// Matching pods per topology pair over `nodes` (the counted ones).
-fn count_nodes(pod: &Pod, constraints: &[SpreadConstraint], nodes: &[&NodeInfo]) -> TopologyCounts {
-    let mut counts = TopologyCounts::default();
-    // One buffer for every node (no allocation per node).
-    let mut per_node: Vec<(&str, i64)> = Vec::with_capacity(constraints.len());
+/// Per constraint, matching pods per domain over `nodes` (the counted
+/// ones): upstream's `calPreFilterState` loop.
+fn count_nodes(
+    pod: &Pod,
+    constraints: &[SpreadConstraint],
+    nodes: &[&NodeInfo],
+) -> Vec<HashMap<String, i64>> {
+    let mut counts = vec![HashMap::<String, i64>::new(); constraints.len()];
     for info in nodes {
         let node = &info.node;
         if !has_all_keys(node, constraints) {
             continue;
         }
-        // Upstream keys counts by topology pair: two constraints on the
-        // same key share the pair, and the later one's count wins on
-        // each node. Mirrored so that verdicts agree.
-        per_node.clear();
-        for c in constraints.iter().filter(|c| included(pod, node, c)) {
+        for (i, c) in constraints.iter().enumerate() {
+            if !included(pod, node, c) {
+                continue;
+            }
+            let Some(value) = node.labels.get(&c.topology_key) else {
+                continue;
+            };
             let n = count_matching(&info.pods, c.selector.as_ref(), &pod.namespace, &pod.uid);
-            match per_node.iter_mut().find(|(k, _)| *k == c.topology_key) {
-                Some(e) => e.1 = n,
-                None => per_node.push((&c.topology_key, n)),
-            }
-        }
-        for &(key, n) in &per_node {
-            if let Some(value) = node.labels.get(key) {
-                // Adds the pair even at 0: an empty domain is the minimum.
-                counts.add(key, value, n);
-            }
+            // Adds the domain even at 0: an empty domain is the minimum.
+            let e = counts[i].entry(value.clone()).or_insert(0);
+            *e = e.saturating_add(n);
         }
     }
     counts
 }
 
+fn merge_counts(
+    mut a: Vec<HashMap<String, i64>>,
+    b: Vec<HashMap<String, i64>>,
+) -> Vec<HashMap<String, i64>> {
+    for (into, from) in a.iter_mut().zip(b) {
+        for (value, n) in from {
+            let e = into.entry(value).or_insert(0);
+            *e = e.saturating_add(n);
+        }
+    }
+    a
+}
+
 impl FilterState {
-    fn compute(pod: &Pod, snapshot: &Snapshot, pool: Option<&rayon::ThreadPool>) -> Self {
-        let constraints = constraints_of(pod, WhenUnsatisfiable::DoNotSchedule);
+    fn compute(
+        constraints: Vec<SpreadConstraint>,
+        pod: &Pod,
+        snapshot: &Snapshot,
+        pool: Option<&rayon::ThreadPool>,
+    ) -> Self {
         let mut s = Self::default();
         if constraints.is_empty() {
             return s;
@@ -238,17 +334,21 @@ impl FilterState {
             &nodes,
             pool,
             |chunk| count_nodes(pod, &constraints, chunk),
-            TopologyCounts::merged,
+            merge_counts,
         );
-        for c in &constraints {
-            // No counted domain: upstream's "infinite" minimum lets every
-            // node with the key pass.
-            let mut paths = CriticalPaths::default();
-            for (value, n) in s.counts.values_of(&c.topology_key) {
-                paths.update(value, n);
-            }
-            s.paths.insert(c.topology_key.clone(), paths);
-        }
+        // No counted domain: upstream's "infinite" minimum lets every node
+        // with the key pass.
+        s.paths = s
+            .counts
+            .iter()
+            .map(|m| {
+                let mut paths = CriticalPaths::default();
+                for (value, n) in m {
+                    paths.update(value, *n);
+                }
+                paths
+            })
+            .collect();
         s.constraints = constraints;
         s
     }
@@ -259,44 +359,42 @@ impl FilterState {
         if pod.namespace != incoming.namespace || !has_all_keys(node, &self.constraints) {
             return;
         }
-        for c in &self.constraints {
+        for (i, c) in self.constraints.iter().enumerate() {
             let matches = c
                 .selector
                 .as_ref()
                 .is_some_and(|s| !s.requirements.is_empty() && s.matches(&pod.labels));
-            let Some(value) = node.labels.get(&c.topology_key).filter(|_| matches) else {
+            if !matches || !included(incoming, node, c) {
+                continue;
+            }
+            let Some(value) = node.labels.get(&c.topology_key) else {
                 continue;
             };
-            self.counts.add(&c.topology_key, value, delta);
-            let n = self.counts.get(&c.topology_key, value);
-            self.paths
-                .entry(c.topology_key.clone())
-                .or_default()
-                .update(value, n);
+            let e = self.counts[i].entry(value.clone()).or_insert(0);
+            *e = e.saturating_add(delta);
+            let n = *e;
+            self.paths[i].update(value, n);
         }
     }
 
     fn check(&self, pod: &Pod, node: &Node) -> Result<(), Rejection> {
-        for c in &self.constraints {
+        for (i, c) in self.constraints.iter().enumerate() {
             let Some(value) = node.labels.get(&c.topology_key) else {
                 return Err(Rejection::unresolvable(ERR_MISSING_LABEL));
             };
-            let mut min = self
-                .paths
-                .get(&c.topology_key)
-                .map_or(i64::from(i32::MAX), CriticalPaths::min);
+            let mut min = self.paths[i].min();
             // Upstream `minMatchNum`: fewer eligible domains than
             // `minDomains` make the global minimum 0.
             if let Some(m) = c.min_domains {
-                let domains = self.counts.values_of(&c.topology_key).count();
-                if domains < usize::try_from(m).unwrap_or(usize::MAX) {
+                if self.counts[i].len() < usize::try_from(m).unwrap_or(usize::MAX) {
                     min = 0;
                 }
             }
             let self_match = i64::from(c.selector.as_ref().is_some_and(|s| s.matches(&pod.labels)));
-            let skew = self
-                .counts
-                .get(&c.topology_key, value)
+            let skew = self.counts[i]
+                .get(value)
+                .copied()
+                .unwrap_or(0)
                 .saturating_add(self_match)
                 .saturating_sub(min);
             if skew > i64::from(c.max_skew) {
@@ -320,9 +418,14 @@ impl PreFilterPlugin for PodTopologySpread {
         ctx: &CycleContext,
         state: &mut CycleState,
     ) -> Result<Decision, Rejection> {
+        let constraints = self.constraints_for(
+            ctx.pod,
+            &ctx.snapshot.workloads,
+            WhenUnsatisfiable::DoNotSchedule,
+        );
         state.write(
             PRE_FILTER_KEY,
-            FilterState::compute(ctx.pod, ctx.snapshot, ctx.pool),
+            FilterState::compute(constraints, ctx.pod, ctx.snapshot, ctx.pool),
         );
         Ok(Decision::Run)
     }
@@ -361,9 +464,20 @@ impl PreScorePlugin for PodTopologySpread {
         state: &mut CycleState,
         feasible: &[&NodeInfo],
     ) -> Result<Decision, PluginError> {
+        let constraints = self.constraints_for(
+            ctx.pod,
+            &ctx.snapshot.workloads,
+            WhenUnsatisfiable::ScheduleAnyway,
+        );
         state.write(
             PRE_SCORE_KEY,
-            ScoreState::compute(ctx.pod, ctx.snapshot, feasible),
+            ScoreState::compute(
+                constraints,
+                self.require_all_topologies(ctx.pod),
+                ctx.pod,
+                ctx.snapshot,
+                feasible,
+            ),
         );
         Ok(Decision::Run)
     }
@@ -378,9 +492,19 @@ impl FilterPlugin for PodTopologySpread {
     ) -> Result<(), Rejection> {
         match state.read::<FilterState>(PRE_FILTER_KEY) {
             Some(s) => s.check(ctx.pod, &node.node),
-            None if ctx.pod.spread.is_empty() => Ok(()),
             // PreFilter did not run: compute the same answer the slow way.
-            None => FilterState::compute(ctx.pod, ctx.snapshot, None).check(ctx.pod, &node.node),
+            None => {
+                let constraints = self.constraints_for(
+                    ctx.pod,
+                    &ctx.snapshot.workloads,
+                    WhenUnsatisfiable::DoNotSchedule,
+                );
+                if constraints.is_empty() {
+                    return Ok(());
+                }
+                FilterState::compute(constraints, ctx.pod, ctx.snapshot, None)
+                    .check(ctx.pod, &node.node)
+            }
         }
     }
 }
@@ -407,8 +531,16 @@ struct ScoreState {
 }
 
 impl ScoreState {
-    fn compute(pod: &Pod, snapshot: &Snapshot, feasible: &[&NodeInfo]) -> Self {
-        let constraints = constraints_of(pod, WhenUnsatisfiable::ScheduleAnyway);
+    /// Upstream's `initPreScoreState` and `PreScore`. Without
+    /// `require_all` (system defaults) a node lacking a key is scored, and
+    /// counts in the domain `""` of that key.
+    fn compute(
+        constraints: Vec<SpreadConstraint>,
+        require_all: bool,
+        pod: &Pod,
+        snapshot: &Snapshot,
+        feasible: &[&NodeInfo],
+    ) -> Self {
         let mut s = Self::default();
         if constraints.is_empty() {
             return s;
@@ -416,7 +548,7 @@ impl ScoreState {
         s.counts = vec![HashMap::new(); constraints.len()];
         let mut domains = vec![0usize; constraints.len()];
         for n in feasible {
-            let missing = !has_all_keys(&n.node, &constraints);
+            let missing = require_all && !has_all_keys(&n.node, &constraints);
             s.ignored_positions.push(missing);
             if missing {
                 s.ignored_nodes.insert(n.index);
@@ -426,11 +558,13 @@ impl ScoreState {
                 if c.topology_key == HOSTNAME {
                     continue;
                 }
-                let Some(v) = n.node.labels.get(&c.topology_key) else {
-                    continue;
-                };
+                let v = n
+                    .node
+                    .labels
+                    .get(&c.topology_key)
+                    .map_or("", String::as_str);
                 if !s.counts[i].contains_key(v) {
-                    s.counts[i].insert(v.clone(), 0);
+                    s.counts[i].insert(v.to_string(), 0);
                     domains[i] += 1;
                 }
             }
@@ -450,16 +584,14 @@ impl ScoreState {
             .collect();
         for info in snapshot.nodes() {
             let node = &info.node;
-            if !has_all_keys(node, &constraints) {
+            if require_all && !has_all_keys(node, &constraints) {
                 continue;
             }
             for (i, c) in constraints.iter().enumerate() {
                 if !included(pod, node, c) {
                     continue;
                 }
-                let Some(v) = node.labels.get(&c.topology_key) else {
-                    continue;
-                };
+                let v = node.labels.get(&c.topology_key).map_or("", String::as_str);
                 // Only domains of feasible nodes matter; hostname counts
                 // are taken per node at Score time.
                 if let Some(cnt) = s.counts[i].get_mut(v) {
@@ -576,6 +708,7 @@ mod tests {
     use crate::model::Pod;
 
     const ZONE: &str = "zone";
+    const TOPOLOGY_ZONE: &str = "topology.kubernetes.io/zone";
 
     fn constraint(max_skew: i32, key: &str, when: &str) -> Value {
         json!({
@@ -642,12 +775,13 @@ mod tests {
             .num_threads(2)
             .build()
             .unwrap();
-        let one = FilterState::compute(&pod, &snap, None);
-        let split = FilterState::compute(&pod, &snap, Some(&pool));
+        let constraints = constraints_of(&pod, WhenUnsatisfiable::DoNotSchedule);
+        let one = FilterState::compute(constraints.clone(), &pod, &snap, None);
+        let split = FilterState::compute(constraints, &pod, &snap, Some(&pool));
         assert_eq!(one.counts, split.counts);
-        assert!(one.counts.get(ZONE, "zone1") > 0);
-        for key in [ZONE, HOSTNAME] {
-            assert_eq!(one.paths[key].min(), split.paths[key].min(), "{key}");
+        assert!(one.counts[0]["zone1"] > 0);
+        for i in 0..2 {
+            assert_eq!(one.paths[i].min(), split.paths[i].min(), "constraint {i}");
         }
     }
 
@@ -672,7 +806,11 @@ mod tests {
         nodes: Vec<Node>,
         placed: Vec<(&str, Pod)>,
     ) -> BTreeMap<String, Result<(), Rejection>> {
-        filter_all(&PodTopologySpread, &pod.build(), &cluster(nodes, placed))
+        filter_all(
+            &PodTopologySpread::default(),
+            &pod.build(),
+            &cluster(nodes, placed),
+        )
     }
 
     fn passing(pod: P, nodes: Vec<Node>, placed: Vec<(&str, Pod)>) -> Vec<String> {
@@ -954,6 +1092,25 @@ mod tests {
         assert_eq!(passing(pod, four_nodes(), placed).len(), 4);
     }
 
+    /// Upstream 1.37 counts per constraint: two constraints on one key
+    /// with different selectors each see their own pods.
+    #[test]
+    fn two_constraints_on_one_key_count_their_own_pods() {
+        let with_key = |key: &str| {
+            json!({"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule",
+                   "labelSelector": {"matchExpressions": [{"key": key, "operator": "Exists"}]}})
+        };
+        let pod = P::new("p").labels(&[("foo", ""), ("bar", "")]).spec(
+            "topologySpreadConstraints",
+            json!([with_key("foo"), with_key("bar")]),
+        );
+        // foo: zone1 2, zone2 0 (only zone2 fits); bar: zone1 0, zone2 1
+        // (only zone1 fits): no node fits both.
+        let mut placed = matching(&[("node-a", 2)]);
+        placed.push(("node-x", P::new("bar-1").labels(&[("bar", "")]).build()));
+        assert_eq!(passing(pod, four_nodes(), placed), Vec::<String>::new());
+    }
+
     #[test]
     fn two_constraints_must_both_hold() {
         // zone: zone1 3, zone2 1 -> zone1 fails; hostname: a 2, b 1, x 0, y 1.
@@ -994,11 +1151,11 @@ mod tests {
         let ctx = ctx(&pod, &snap);
         let state = CycleState::default();
         assert_eq!(
-            PodTopologySpread.filter(&ctx, &state, snap.by_name("node-a").unwrap()),
+            PodTopologySpread::default().filter(&ctx, &state, snap.by_name("node-a").unwrap()),
             unschedulable(ERR_CONSTRAINTS)
         );
         assert_eq!(
-            PodTopologySpread.filter(&ctx, &state, snap.by_name("node-x").unwrap()),
+            PodTopologySpread::default().filter(&ctx, &state, snap.by_name("node-x").unwrap()),
             ok()
         );
     }
@@ -1013,8 +1170,8 @@ mod tests {
         let snap = cluster(nodes, placed);
         let pod = pod.build();
         (
-            raw_scores(&PodTopologySpread, &pod, &snap),
-            score_all(&PodTopologySpread, &pod, &snap),
+            raw_scores(&PodTopologySpread::default(), &pod, &snap),
+            score_all(&PodTopologySpread::default(), &pod, &snap),
         )
     }
 
@@ -1090,32 +1247,194 @@ mod tests {
         let snap = cluster(four_nodes(), matching(&[("node-a", 4), ("node-y", 1)]));
         let pod = incoming(json!([constraint(1, ZONE, "ScheduleAnyway")])).build();
         let feasible = infos(&snap, &["node-x", "node-y"]);
-        let raw = score_nodes(&PodTopologySpread, &pod, &snap, &feasible, false);
+        let raw = score_nodes(&PodTopologySpread::default(), &pod, &snap, &feasible, false);
         assert_eq!(vals(&raw), vec![1, 1]);
-        let norm = score_nodes(&PodTopologySpread, &pod, &snap, &feasible, true);
+        let norm = score_nodes(&PodTopologySpread::default(), &pod, &snap, &feasible, true);
         assert_eq!(vals(&norm), vec![100, 100]);
+    }
+
+    // ---- default constraints -------------------------------------------
+
+    fn with_workloads(snap: &mut Snapshot, w: Workloads) {
+        snap.workloads = Arc::new(w);
+    }
+
+    /// Upstream's scoring test "default constraints with a Service"
+    /// (system defaulting): matching pods 4/3/2/1 on nodes without zones;
+    /// the zone constraint scores nothing on them, the hostname one gives
+    /// the scores of a single constraint.
+    #[test]
+    fn system_defaults_spread_the_pods_of_a_service_over_hosts() {
+        let nodes: Vec<Node> = ["node-a", "node-b", "node-c", "node-d"]
+            .iter()
+            .map(|n| N::new(n).labels(&[(HOSTNAME, n)]).build())
+            .collect();
+        let mut placed = Vec::new();
+        for (node, n) in [("node-a", 4), ("node-b", 3), ("node-c", 2), ("node-d", 1)] {
+            for i in 0..n {
+                placed.push((
+                    node,
+                    P::new(&format!("p-{node}-{i}"))
+                        .labels(&[("foo", "")])
+                        .build(),
+                ));
+            }
+        }
+        let mut snap = cluster(nodes, placed);
+        let pod = P::new("p").labels(&[("foo", "")]).build();
+        let system = PodTopologySpread::system();
+        // No Service selects the pod: nothing to spread by.
+        assert_eq!(vals(&score_all(&system, &pod, &snap)), vec![0, 0, 0, 0]);
+        let mut w = Workloads::default();
+        w.set_service(
+            "default",
+            "svc",
+            Some([("foo".to_string(), String::new())].into()),
+        );
+        with_workloads(&mut snap, w.clone());
+        assert_eq!(
+            vals(&score_all(&system, &pod, &snap)),
+            vec![44, 66, 77, 100]
+        );
+        // A Service of another namespace, or one that does not select the
+        // pod, does not count.
+        let mut other = Workloads::default();
+        other.set_service(
+            "elsewhere",
+            "svc",
+            Some([("foo".to_string(), String::new())].into()),
+        );
+        other.set_service(
+            "default",
+            "web",
+            Some([("app".to_string(), "web".to_string())].into()),
+        );
+        with_workloads(&mut snap, other);
+        assert_eq!(vals(&score_all(&system, &pod, &snap)), vec![0, 0, 0, 0]);
+        // List defaulting without constraints: none.
+        with_workloads(&mut snap, w);
+        assert_eq!(
+            vals(&score_all(&PodTopologySpread::default(), &pod, &snap)),
+            vec![0, 0, 0, 0]
+        );
+    }
+
+    /// Upstream's PreScore test "system default constraints and a
+    /// replicaset": nodes without a zone are not ignored, they form the
+    /// zone `""`; the ReplicaSet is found by the pod's owner reference.
+    #[test]
+    fn system_defaults_use_the_replica_set_of_the_pod_and_score_nodes_without_zones() {
+        let nodes = vec![
+            N::new("node-a")
+                .labels(&[(HOSTNAME, "node-a"), (TOPOLOGY_ZONE, "mars")])
+                .build(),
+            N::new("node-b")
+                .labels(&[(HOSTNAME, "node-b"), (TOPOLOGY_ZONE, "mars")])
+                .build(),
+            N::new("node-c").labels(&[(HOSTNAME, "node-c")]).build(),
+            N::new("node-d").labels(&[(HOSTNAME, "node-d")]).build(),
+        ];
+        let placed = vec![("node-a", P::new("old").labels(&[("foo", "x")]).build())];
+        let mut snap = cluster(nodes, placed);
+        let pod = P::new("p")
+            .labels(&[("foo", "tar"), ("baz", "sup")])
+            .owner("apps/v1", "ReplicaSet", "rs1")
+            .build();
+        let system = PodTopologySpread::system();
+        let foo_exists = LabelSelector::parse(
+            &serde_json::from_value(
+                json!({"matchExpressions": [{"key": "foo", "operator": "Exists"}]}),
+            )
+            .unwrap(),
+        )
+        .unwrap();
+        let mut w = Workloads::default();
+        w.set_controller(
+            "default",
+            crate::model::workload::ControllerKind::ReplicaSet,
+            "rs1",
+            Some(foo_exists.clone()),
+        );
+        with_workloads(&mut snap, w);
+        // hostname: weight ln(4 + 2), zone: domains mars and "", ln(2 + 2).
+        // node-a: 1 * 1.79 + 2 + 1 * 1.39 + 4 = 9; node-b: 2 + 1.39 + 4 = 7;
+        // node-c/d: 2 (no zone label: the zone constraint adds nothing).
+        assert_eq!(vals(&raw_scores(&system, &pod, &snap)), vec![9, 7, 2, 2]);
+        assert_eq!(
+            vals(&score_all(&system, &pod, &snap)),
+            vec![22, 44, 100, 100]
+        );
+        // The same owner under another group is not a ReplicaSet.
+        let other = P::new("p")
+            .labels(&[("foo", "tar")])
+            .owner("example.com/v1", "ReplicaSet", "rs1")
+            .build();
+        assert_eq!(vals(&raw_scores(&system, &other, &snap)), vec![0, 0, 0, 0]);
+        // List defaults require every key: nodes without a zone are ignored
+        // (hostname weight ln(2 + 2), zone ln(1 + 2): raw 8 and 7).
+        let listed = PodTopologySpread::from_args(Some(&json!({"defaultingType": "List",
+            "defaultConstraints": [
+                {"maxSkew": 3, "topologyKey": HOSTNAME, "whenUnsatisfiable": "ScheduleAnyway"},
+                {"maxSkew": 5, "topologyKey": TOPOLOGY_ZONE, "whenUnsatisfiable": "ScheduleAnyway"}]})))
+        .unwrap();
+        assert_eq!(vals(&score_all(&listed, &pod, &snap)), vec![87, 100, 0, 0]);
+    }
+
+    /// `defaultingType: List` with a DoNotSchedule default filters as the
+    /// pod's own constraint would.
+    #[test]
+    fn listed_do_not_schedule_defaults_filter() {
+        let listed = PodTopologySpread::from_args(Some(&json!({"defaultingType": "List",
+            "defaultConstraints": [{"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule"}]})))
+        .unwrap();
+        let mut snap = cluster(four_nodes(), matching(&[("node-a", 2)]));
+        let mut w = Workloads::default();
+        w.set_service(
+            "default",
+            "svc",
+            Some([("foo".to_string(), String::new())].into()),
+        );
+        with_workloads(&mut snap, w);
+        let pod = P::new("p").labels(&[("foo", "")]).build();
+        let verdicts = filter_all(&listed, &pod, &snap);
+        assert_eq!(verdicts["node-a"], unschedulable(ERR_CONSTRAINTS));
+        assert_eq!(verdicts["node-x"], ok());
     }
 
     #[test]
     fn args() {
-        assert!(PodTopologySpread::from_args(None).is_ok());
-        assert!(PodTopologySpread::from_args(Some(&json!({"defaultingType": "List"}))).is_ok());
-        assert!(PodTopologySpread::from_args(Some(
-            &json!({"defaultingType": "List", "defaultConstraints": []})
-        ))
-        .is_ok());
+        assert!(PodTopologySpread::from_args(None).unwrap().system_defaulted);
         assert!(
             PodTopologySpread::from_args(Some(&json!({"defaultingType": "System"})))
-                .unwrap_err()
-                .starts_with("defaultingType")
+                .unwrap()
+                .system_defaulted
         );
-        assert!(PodTopologySpread::from_args(Some(
-            &json!({"defaultConstraints": [{"maxSkew": 1}]})
-        ))
-        .unwrap_err()
-        .starts_with("defaultConstraints"));
-        assert!(PodTopologySpread::from_args(Some(&json!({"foo": 1})))
-            .unwrap_err()
-            .contains("unknown field"));
+        let list = PodTopologySpread::from_args(Some(&json!({"defaultingType": "List"}))).unwrap();
+        assert!(!list.system_defaulted && list.defaults.is_empty());
+        let err = |v: Value| PodTopologySpread::from_args(Some(&v)).unwrap_err();
+        assert_eq!(
+            err(
+                json!({"defaultConstraints": [{"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "ScheduleAnyway"}]})
+            ),
+            "defaultConstraints: must be empty with defaultingType: System"
+        );
+        assert_eq!(
+            err(
+                json!({"defaultingType": "List", "defaultConstraints": [{"maxSkew": 0, "topologyKey": ZONE, "whenUnsatisfiable": "ScheduleAnyway"}]})
+            ),
+            "defaultConstraints[0].maxSkew: must be at least 1, got 0"
+        );
+        assert!(err(
+            json!({"defaultingType": "List", "defaultConstraints": [{"maxSkew": 1,
+            "topologyKey": ZONE, "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": {}}]})
+        )
+        .starts_with("defaultConstraints[0].labelSelector: must not be set"));
+        assert!(err(json!({"defaultingType": "List", "defaultConstraints": [
+            {"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "ScheduleAnyway"},
+            {"maxSkew": 2, "topologyKey": ZONE, "whenUnsatisfiable": "ScheduleAnyway"}]}))
+        .starts_with("defaultConstraints[1]: duplicate topologyKey"));
+        assert!(err(json!({"defaultingType": "Other"})).starts_with("defaultingType"));
+        assert!(err(json!({"defaultConstraints": 1})).starts_with("defaultConstraints"));
+        assert!(err(json!({"foo": 1})).contains("unknown field"));
     }
 }

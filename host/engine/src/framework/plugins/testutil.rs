@@ -100,6 +100,13 @@ impl P {
         self.spec("affinity", a)
     }
 
+    /// A controller owner reference (`apiVersion`, `kind`, `name`).
+    pub fn owner(mut self, api_version: &str, kind: &str, name: &str) -> Self {
+        self.0["metadata"]["ownerReferences"] = json!([{"apiVersion": api_version, "kind": kind,
+            "name": name, "uid": format!("uid-{name}"), "controller": true}]);
+        self
+    }
+
     pub fn priority(self, p: i32) -> Self {
         self.spec("priority", json!(p))
     }

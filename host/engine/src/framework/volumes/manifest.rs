@@ -7,7 +7,9 @@ use k8s_openapi::api::core::v1 as k8s;
 use k8s_openapi::api::storage::v1 as storage;
 
 use super::store::VolumeObject;
-use crate::model::volume::{CsiNode, PersistentVolume, PersistentVolumeClaim, StorageClass};
+use crate::model::volume::{
+    CsiDriver, CsiNode, CsiStorageCapacity, PersistentVolume, PersistentVolumeClaim, StorageClass,
+};
 
 /// A decoded volume object, not yet validated (boxed: the API types are
 /// large).
@@ -17,14 +19,18 @@ pub enum RawVolume {
     Pvc(Box<k8s::PersistentVolumeClaim>),
     Class(Box<storage::StorageClass>),
     CsiNode(Box<storage::CSINode>),
+    CsiDriver(Box<storage::CSIDriver>),
+    CsiCapacity(Box<storage::CSIStorageCapacity>),
 }
 
 /// The kinds [`VolumeManifests`] reads.
-pub const KINDS: [&str; 4] = [
+pub const KINDS: [&str; 6] = [
     "PersistentVolume",
     "PersistentVolumeClaim",
     "StorageClass",
     "CSINode",
+    "CSIDriver",
+    "CSIStorageCapacity",
 ];
 
 /// The volume objects found in manifests, in file order.
@@ -47,6 +53,12 @@ impl VolumeManifests {
             }
             RawVolume::Class(o) => VolumeObject::Class(StorageClass::from_k8s(&o).map_err(cause)?),
             RawVolume::CsiNode(o) => VolumeObject::CsiNode(CsiNode::from_k8s(&o).map_err(cause)?),
+            RawVolume::CsiDriver(o) => {
+                VolumeObject::CsiDriver(CsiDriver::from_k8s(&o).map_err(cause)?)
+            }
+            RawVolume::CsiCapacity(o) => {
+                VolumeObject::CsiCapacity(CsiStorageCapacity::from_k8s(&o).map_err(cause)?)
+            }
         };
         let id = format!("{} {}", obj.kind().as_str(), obj.key());
         if let Some(prev) = self.seen.get(&id) {

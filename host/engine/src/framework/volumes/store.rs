@@ -10,7 +10,9 @@ use std::sync::Arc;
 
 use parking_lot::RwLock;
 
-use crate::model::volume::{CsiNode, PersistentVolume, PersistentVolumeClaim, StorageClass};
+use crate::model::volume::{
+    CsiDriver, CsiNode, CsiStorageCapacity, PersistentVolume, PersistentVolumeClaim, StorageClass,
+};
 
 /// An object the store holds, as the watches and manifests deliver it.
 #[derive(Debug, Clone, PartialEq)]
@@ -19,6 +21,8 @@ pub enum VolumeObject {
     Pvc(PersistentVolumeClaim),
     Class(StorageClass),
     CsiNode(CsiNode),
+    CsiDriver(CsiDriver),
+    CsiCapacity(CsiStorageCapacity),
 }
 
 /// The kinds, for deletions and relists.
@@ -28,10 +32,19 @@ pub enum VolumeKind {
     Pvc,
     Class,
     CsiNode,
+    CsiDriver,
+    CsiCapacity,
 }
 
 impl VolumeKind {
-    pub const ALL: [VolumeKind; 4] = [Self::Pv, Self::Pvc, Self::Class, Self::CsiNode];
+    pub const ALL: [VolumeKind; 6] = [
+        Self::Pv,
+        Self::Pvc,
+        Self::Class,
+        Self::CsiNode,
+        Self::CsiDriver,
+        Self::CsiCapacity,
+    ];
 
     /// The Kubernetes kind.
     pub fn as_str(self) -> &'static str {
@@ -40,6 +53,8 @@ impl VolumeKind {
             Self::Pvc => "PersistentVolumeClaim",
             Self::Class => "StorageClass",
             Self::CsiNode => "CSINode",
+            Self::CsiDriver => "CSIDriver",
+            Self::CsiCapacity => "CSIStorageCapacity",
         }
     }
 }
@@ -51,16 +66,21 @@ impl VolumeObject {
             Self::Pvc(_) => VolumeKind::Pvc,
             Self::Class(_) => VolumeKind::Class,
             Self::CsiNode(_) => VolumeKind::CsiNode,
+            Self::CsiDriver(_) => VolumeKind::CsiDriver,
+            Self::CsiCapacity(_) => VolumeKind::CsiCapacity,
         }
     }
 
-    /// The store's key: `namespace/name` for claims, the name otherwise.
+    /// The store's key: `namespace/name` for claims and capacities, the
+    /// name otherwise.
     pub fn key(&self) -> String {
         match self {
             Self::Pv(o) => o.name.clone(),
             Self::Pvc(o) => o.key(),
             Self::Class(o) => o.name.clone(),
             Self::CsiNode(o) => o.name.clone(),
+            Self::CsiDriver(o) => o.name.clone(),
+            Self::CsiCapacity(o) => o.key(),
         }
     }
 }
@@ -103,7 +123,9 @@ versioned!(
     PersistentVolume,
     PersistentVolumeClaim,
     StorageClass,
-    CsiNode
+    CsiNode,
+    CsiDriver,
+    CsiStorageCapacity
 );
 
 /// The API's version of an object and the latest (possibly assumed) one.
@@ -198,6 +220,8 @@ struct Inner {
     pvcs: Table<PersistentVolumeClaim>,
     classes: Table<StorageClass>,
     csi_nodes: Table<CsiNode>,
+    csi_drivers: Table<CsiDriver>,
+    capacities: Table<CsiStorageCapacity>,
 }
 
 impl Default for Inner {
@@ -207,6 +231,8 @@ impl Default for Inner {
             pvcs: Table::new(VolumeKind::Pvc),
             classes: Table::new(VolumeKind::Class),
             csi_nodes: Table::new(VolumeKind::CsiNode),
+            csi_drivers: Table::new(VolumeKind::CsiDriver),
+            capacities: Table::new(VolumeKind::CsiCapacity),
         }
     }
 }
@@ -295,6 +321,35 @@ impl VolumeStore {
             .map(|e| e.api.clone())
     }
 
+    pub fn csi_driver(&self, name: &str) -> Option<Arc<CsiDriver>> {
+        self.inner
+            .read()
+            .csi_drivers
+            .entries
+            .get(name)
+            .map(|e| e.api.clone())
+    }
+
+    /// The first CSIStorageCapacity of `class` (by namespace and name) that
+    /// holds `bytes` and is reachable from a node with `labels`, as its
+    /// `capacity` (upstream's loop in `hasEnoughCapacity`); `None` when
+    /// there is none.
+    pub fn capacity_for(
+        &self,
+        class: &str,
+        bytes: i64,
+        labels: &BTreeMap<String, String>,
+    ) -> Option<Option<i64>> {
+        self.inner
+            .read()
+            .capacities
+            .entries
+            .values()
+            .map(|e| &e.api)
+            .find(|c| c.class == class && c.sufficient(bytes) && c.reachable_from(labels))
+            .map(|c| c.capacity)
+    }
+
     /// Objects of a kind.
     pub fn count(&self, kind: VolumeKind) -> usize {
         let i = self.inner.read();
@@ -303,6 +358,8 @@ impl VolumeStore {
             VolumeKind::Pvc => i.pvcs.entries.len(),
             VolumeKind::Class => i.classes.entries.len(),
             VolumeKind::CsiNode => i.csi_nodes.entries.len(),
+            VolumeKind::CsiDriver => i.csi_drivers.entries.len(),
+            VolumeKind::CsiCapacity => i.capacities.entries.len(),
         }
     }
 
@@ -316,6 +373,8 @@ impl VolumeStore {
             VolumeObject::Pvc(o) => i.pvcs.apply(key, o),
             VolumeObject::Class(o) => i.classes.apply(key, o),
             VolumeObject::CsiNode(o) => i.csi_nodes.apply(key, o),
+            VolumeObject::CsiDriver(o) => i.csi_drivers.apply(key, o),
+            VolumeObject::CsiCapacity(o) => i.capacities.apply(key, o),
         }
     }
 
@@ -327,6 +386,8 @@ impl VolumeStore {
             VolumeKind::Pvc => i.pvcs.entries.remove(key).is_some(),
             VolumeKind::Class => i.classes.entries.remove(key).is_some(),
             VolumeKind::CsiNode => i.csi_nodes.entries.remove(key).is_some(),
+            VolumeKind::CsiDriver => i.csi_drivers.entries.remove(key).is_some(),
+            VolumeKind::CsiCapacity => i.capacities.entries.remove(key).is_some(),
         }
     }
 
@@ -339,6 +400,8 @@ impl VolumeStore {
             VolumeKind::Pvc => i.pvcs.retain(seen),
             VolumeKind::Class => i.classes.retain(seen),
             VolumeKind::CsiNode => i.csi_nodes.retain(seen),
+            VolumeKind::CsiDriver => i.csi_drivers.retain(seen),
+            VolumeKind::CsiCapacity => i.capacities.retain(seen),
         }
     }
 

@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use crate::framework::volumes::VolumeStore;
 use crate::model::volume::{
-    BindingMode, ClaimRef, PersistentVolume, PersistentVolumeClaim, ANN_BOUND_BY_CONTROLLER,
-    ANN_SELECTED_NODE, NO_PROVISIONER,
+    BindingMode, ClaimRef, PersistentVolume, PersistentVolumeClaim, StorageClass,
+    ANN_BOUND_BY_CONTROLLER, ANN_SELECTED_NODE, NO_PROVISIONER,
 };
 use crate::model::{Node, Pod};
 
@@ -47,6 +47,10 @@ pub struct PodVolumes {
     pub static_bindings: Vec<(Arc<PersistentVolume>, Arc<PersistentVolumeClaim>)>,
     /// Claims to provision; after Reserve, with the selected node.
     pub provisions: Vec<Arc<PersistentVolumeClaim>>,
+    /// Per claim to provision, the `capacity` of the CSIStorageCapacity
+    /// that admitted it (upstream's `DynamicProvision.NodeCapacity`), when
+    /// its driver publishes capacity; for VolumeBinding's Score.
+    pub provision_capacities: Vec<Option<i64>>,
 }
 
 /// Why the claims cannot be looked at (upstream's error statuses).
@@ -191,9 +195,10 @@ fn bind_unbound(
         to_provision.extend(unmatched);
     }
     if !to_provision.is_empty() {
-        let (satisfied, provisions) = check_provisions(store, &to_provision, node)?;
+        let (satisfied, sufficient, provisions) = check_provisions(store, &to_provision, node)?;
         flags.unbound_satisfied = satisfied;
-        volumes.provisions = provisions;
+        flags.sufficient_storage = sufficient;
+        (volumes.provisions, volumes.provision_capacities) = provisions.into_iter().unzip();
     }
     Ok(())
 }
@@ -271,12 +276,16 @@ pub fn find_matching_volume(
 }
 
 /// Upstream's `checkVolumeProvisions`: every claim's class provisions,
-/// and allows the node's topology. Returns (satisfied, the claims).
+/// allows the node's topology and, for a CSI driver that publishes storage
+/// capacity, has enough of it reachable from the node. Returns
+/// (satisfied, sufficient storage, the claims with the capacity that
+/// admitted each).
+#[allow(clippy::type_complexity)]
 fn check_provisions(
     store: &VolumeStore,
     claims: &[Arc<PersistentVolumeClaim>],
     node: &Node,
-) -> Result<(bool, Vec<Arc<PersistentVolumeClaim>>), BinderError> {
+) -> Result<(bool, bool, Vec<(Arc<PersistentVolumeClaim>, Option<i64>)>), BinderError> {
     let mut out = Vec::new();
     for claim in claims {
         if claim.class.is_empty() {
@@ -286,14 +295,41 @@ fn check_provisions(
             .class(&claim.class)
             .ok_or_else(|| format!("failed to find storage class {:?}", claim.class))?;
         if class.provisioner.is_empty() || class.provisioner == NO_PROVISIONER {
-            return Ok((false, Vec::new()));
+            return Ok((false, true, Vec::new()));
         }
         if !class.allows(&node.labels) {
-            return Ok((false, Vec::new()));
+            return Ok((false, true, Vec::new()));
         }
-        out.push(claim.clone());
+        let Some(capacity) = has_enough_capacity(store, claim, &class, node) else {
+            return Ok((true, false, Vec::new()));
+        };
+        out.push((claim.clone(), capacity));
     }
-    Ok((true, out))
+    Ok((true, true, out))
+}
+
+/// Upstream's `hasEnoughCapacity`: only for a provisioner that is a
+/// CSIDriver with `storageCapacity: true`, some CSIStorageCapacity of the
+/// class, reachable from the node, holds the claim's request. A claim
+/// without a storage request has nothing to check. Capacity is not
+/// reduced by the volumes being provisioned (upstream's neither: the
+/// driver publishes new objects). `None`: not enough; `Some(capacity)`:
+/// enough, with the admitting object's `capacity` when one was needed.
+fn has_enough_capacity(
+    store: &VolumeStore,
+    claim: &PersistentVolumeClaim,
+    class: &StorageClass,
+    node: &Node,
+) -> Option<Option<i64>> {
+    if claim.request == 0 {
+        return Some(None);
+    }
+    match store.csi_driver(&class.provisioner) {
+        Some(driver) if driver.storage_capacity => store
+            .capacity_for(&class.name, claim.request, &node.labels)
+            .map(|c| Some(c.unwrap_or(0))),
+        _ => Some(None),
+    }
 }
 
 /// Upstream's `AssumePodVolumes`: writes the choice into the store so

@@ -6,18 +6,24 @@
 //! assumes the choice in the volume store, so no later cycle takes the
 //! same PV; PreBind writes it (`BindVolume`, `SelectNode`) and waits for
 //! the PV controller (`WaitForVolumes`); Unreserve rolls the assumption
-//! back.
+//! back. Score (1.37's `StorageCapacityScoring`, on by default) prefers
+//! the nodes where the pod's volumes use the least of what is there: the
+//! static PVs' capacity, or the CSIStorageCapacity of provisioned ones.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use super::binder::{self, PodClaims, PodVolumes, ERR_UNBOUND_IMMEDIATE};
 use crate::framework::plugins::helpers::{args_object, int_in, reject_unknown};
+use crate::framework::plugins::node_resources_fit::{
+    parse_shape_points, requested_to_capacity_ratio_score,
+};
 use crate::framework::registry::Handle;
 use crate::framework::volumes::VolumeStore;
 use crate::framework::{
     BindAction, CycleContext, CycleState, Decision, FilterPlugin, NodeInfo, Plugin, PluginBundle,
-    PluginError, PreBindPlugin, PreFilterPlugin, Rejection, ReservePlugin,
+    PluginError, PreBindPlugin, PreFilterPlugin, PreScorePlugin, Rejection, ReservePlugin,
+    ScorePlugin,
 };
 use crate::model::volume::ClaimRef;
 use crate::model::Pod;
@@ -29,16 +35,23 @@ pub const DEFAULT_BIND_TIMEOUT: Duration = Duration::from_secs(600);
 
 const STATE_KEY: &str = "VolumeBinding";
 
-/// The plugin, with its `bindTimeoutSeconds`.
+/// Upstream's default `shape` with `StorageCapacityScoring` (1.37): an
+/// empty node scores 10, a full one 0 (scores scaled onto MaxNodeScore).
+pub const DEFAULT_SHAPE: [(i64, i64); 2] = [(0, 100), (100, 0)];
+
+/// The plugin, with its `bindTimeoutSeconds` and scoring `shape`.
 #[derive(Debug, Clone)]
 pub struct VolumeBinding {
     pub bind_timeout: Duration,
+    /// (utilization, score) points, scores already scaled to 0..=100.
+    pub shape: Vec<(i64, i64)>,
 }
 
 impl Default for VolumeBinding {
     fn default() -> Self {
         Self {
             bind_timeout: DEFAULT_BIND_TIMEOUT,
+            shape: DEFAULT_SHAPE.to_vec(),
         }
     }
 }
@@ -175,6 +188,75 @@ impl ReservePlugin for VolumeBinding {
     }
 }
 
+impl PreScorePlugin for VolumeBinding {
+    /// A pod without claims scores 0 everywhere (upstream runs and scores
+    /// nothing): skipped.
+    fn pre_score(
+        &self,
+        _ctx: &CycleContext,
+        state: &mut CycleState,
+        _feasible: &[&NodeInfo],
+    ) -> Result<Decision, PluginError> {
+        Ok(if state.read::<State>(STATE_KEY).is_some() {
+            Decision::Run
+        } else {
+            Decision::Skip
+        })
+    }
+}
+
+impl ScorePlugin for VolumeBinding {
+    /// Upstream's `Score` with its `volumeCapacityScorer`: per storage
+    /// class, the share of the capacity the pod's volumes take there, on
+    /// `shape`; the classes' mean, rounded. With static bindings, the
+    /// bound PVs' requests against their capacity; otherwise the
+    /// provisioned claims against the CSIStorageCapacity that admitted
+    /// them (claims of drivers without capacity are left out).
+    fn score(
+        &self,
+        _ctx: &CycleContext,
+        state: &CycleState,
+        node: &NodeInfo,
+    ) -> Result<i64, PluginError> {
+        let Some(s) = state.read::<State>(STATE_KEY) else {
+            return Ok(0);
+        };
+        let Ok(found) = binder::find_pod_volumes(&s.store, &s.claims, &node.node) else {
+            return Ok(0);
+        };
+        Ok(score_volumes(&self.shape, &found.volumes))
+    }
+}
+
+/// The score of one node's volumes (see [`VolumeBinding::score`]).
+fn score_volumes(shape: &[(i64, i64)], v: &PodVolumes) -> i64 {
+    // class -> (requested, capacity)
+    let mut classes: std::collections::BTreeMap<&str, (i64, i64)> = Default::default();
+    if !v.static_bindings.is_empty() {
+        for (pv, pvc) in &v.static_bindings {
+            let e = classes.entry(pv.class.as_str()).or_default();
+            e.0 = e.0.saturating_add(pvc.request);
+            e.1 = e.1.saturating_add(pv.capacity);
+        }
+    } else {
+        for (pvc, capacity) in v.provisions.iter().zip(&v.provision_capacities) {
+            let Some(capacity) = capacity else { continue };
+            let e = classes.entry(pvc.class.as_str()).or_default();
+            // Not a sum: two claims of one class share the node's capacity.
+            e.1 = *capacity;
+            e.0 = e.0.saturating_add(pvc.request);
+        }
+    }
+    if classes.is_empty() {
+        return 0;
+    }
+    let total: i64 = classes
+        .values()
+        .map(|&(requested, capacity)| requested_to_capacity_ratio_score(shape, requested, capacity))
+        .sum();
+    (total as f64 / classes.len() as f64).round() as i64
+}
+
 impl PreBindPlugin for VolumeBinding {
     fn pre_bind(
         &self,
@@ -230,14 +312,18 @@ fn actions(v: &PodVolumes, node: &str, timeout: Duration) -> Vec<BindAction> {
     out
 }
 
-/// Upstream's `VolumeBindingArgs`: `bindTimeoutSeconds` (positive).
+/// Upstream's `VolumeBindingArgs`: `bindTimeoutSeconds` (positive) and
+/// `shape` (validated as RequestedToCapacityRatio's).
 fn parse_args(args: Option<&serde_json::Value>) -> Result<VolumeBinding, String> {
     let mut out = VolumeBinding::default();
     let Some(obj) = args_object(NAME, args)? else {
         return Ok(out);
     };
     let path = format!("{NAME} args: ");
-    reject_unknown(&obj, &["bindTimeoutSeconds"], &path)?;
+    reject_unknown(&obj, &["bindTimeoutSeconds", "shape"], &path)?;
+    if let Some(v) = obj.get("shape") {
+        out.shape = parse_shape_points(Some(v), &format!("{path}shape"))?;
+    }
     if let Some(v) = obj.get("bindTimeoutSeconds") {
         let secs = int_in(
             v,
@@ -255,6 +341,8 @@ pub fn new(args: Option<&serde_json::Value>, _handle: &Handle) -> Result<PluginB
     Ok(PluginBundle::new(p.clone())
         .with_pre_filter(&p)
         .with_filter(&p)
+        .with_pre_score(&p)
+        .with_score(&p)
         .with_reserve(&p)
         .with_pre_bind(&p))
 }

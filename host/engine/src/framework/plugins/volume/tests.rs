@@ -5,7 +5,8 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 
 use super::binder::{
-    ERR_BIND_CONFLICT, ERR_NODE_CONFLICT, ERR_PV_NOT_EXIST, ERR_UNBOUND_IMMEDIATE,
+    ERR_BIND_CONFLICT, ERR_NODE_CONFLICT, ERR_NOT_ENOUGH_SPACE, ERR_PV_NOT_EXIST,
+    ERR_UNBOUND_IMMEDIATE,
 };
 use super::binding::VolumeBinding;
 use super::limits::{NodeVolumeLimits, ERR_MAX_VOLUME_COUNT};
@@ -14,11 +15,12 @@ use super::zone::{VolumeZone, ERR_REASON_CONFLICT};
 use crate::framework::plugins::testutil::*;
 use crate::framework::volumes::VolumeObject;
 use crate::framework::{
-    BindAction, CycleState, PreBindPlugin, PreFilterPlugin, Rejection, ReservePlugin, Snapshot,
+    BindAction, CycleState, NodeInfo, PreBindPlugin, PreFilterPlugin, PreScorePlugin, Rejection,
+    ReservePlugin, ScorePlugin, Snapshot,
 };
 use crate::model::volume::{
-    ClaimRef, CsiNode, PersistentVolume, PersistentVolumeClaim, StorageClass, ANN_BIND_COMPLETED,
-    ANN_SELECTED_NODE,
+    ClaimRef, CsiDriver, CsiNode, CsiStorageCapacity, PersistentVolume, PersistentVolumeClaim,
+    StorageClass, ANN_BIND_COMPLETED, ANN_SELECTED_NODE,
 };
 use crate::model::Pod;
 
@@ -322,6 +324,250 @@ fn provisioning_selects_the_node_within_allowed_topologies() {
         &snap,
     );
     assert_eq!((r["a1"].clone(), r["b1"].clone()), (ok(), bind_conflict()));
+}
+
+fn add_driver(snap: &Snapshot, name: &str, storage_capacity: Option<bool>) {
+    let mut d = json!({"metadata": {"name": name}, "spec": {}});
+    if let Some(c) = storage_capacity {
+        d["spec"]["storageCapacity"] = json!(c);
+    }
+    let o = CsiDriver::from_k8s(&serde_json::from_value(d).unwrap()).unwrap();
+    snap.volumes().apply(VolumeObject::CsiDriver(o));
+}
+
+fn add_capacity(snap: &Snapshot, v: Value) {
+    let o = CsiStorageCapacity::from_k8s(&serde_json::from_value(v).unwrap()).unwrap();
+    snap.volumes().apply(VolumeObject::CsiCapacity(o));
+}
+
+/// A CSIStorageCapacity of `class` for the nodes labelled `zone`.
+fn capacity(name: &str, class: &str, zone: Option<&str>, capacity: Option<&str>) -> Value {
+    let mut v = json!({"metadata": {"name": name, "namespace": "kube-system"},
+        "storageClassName": class});
+    if let Some(z) = zone {
+        v["nodeTopology"] = json!({"matchLabels": {ZONE: z}});
+    }
+    if let Some(c) = capacity {
+        v["capacity"] = json!(c);
+    }
+    v
+}
+
+/// Upstream's `TestCapacity` (volumebinding/binder_test.go) in its shape:
+/// a WaitForFirstConsumer CSI class, a 1Gi claim, capacity published per
+/// zone; checked only when the CSIDriver says `storageCapacity: true`.
+#[test]
+fn provisioning_needs_storage_capacity_reachable_from_the_node() {
+    let snap = cluster(
+        vec![
+            N::new("a1").labels(&[(HOST, "a1"), (ZONE, "a")]).build(),
+            N::new("b1").labels(&[(HOST, "b1"), (ZONE, "b")]).build(),
+        ],
+        vec![],
+    );
+    add_class(&snap, class("csi", "csi.example.com", true));
+    add_claim(&snap, claim("data", "csi", "1Gi"));
+    let pod = with_claims("p", &["data"]);
+    let filter = |snap: &Snapshot| {
+        let r = filter_all(&VolumeBinding::default(), &pod, snap);
+        (r["a1"].clone(), r["b1"].clone())
+    };
+    let no_space = || unresolvable(ERR_NOT_ENOUGH_SPACE);
+    // No CSIDriver, or one that does not publish capacity: not checked.
+    assert_eq!(filter(&snap), (ok(), ok()));
+    add_driver(&snap, "csi.example.com", None);
+    assert_eq!(
+        filter(&snap),
+        (ok(), ok()),
+        "storageCapacity defaults to false"
+    );
+    add_driver(&snap, "csi.example.com", Some(false));
+    assert_eq!(filter(&snap), (ok(), ok()));
+    // The driver publishes capacity and has published none: no node.
+    add_driver(&snap, "csi.example.com", Some(true));
+    assert_eq!(filter(&snap), (no_space(), no_space()));
+    // Enough in zone a (exactly the request), too little in zone b.
+    add_capacity(&snap, capacity("a", "csi", Some("a"), Some("1Gi")));
+    add_capacity(&snap, capacity("b", "csi", Some("b"), Some("1023Mi")));
+    assert_eq!(filter(&snap), (ok(), no_space()));
+    // Another class's capacity, or capacity with no topology, is not this.
+    add_capacity(&snap, capacity("b-other", "other", Some("b"), Some("10Gi")));
+    add_capacity(&snap, capacity("nowhere", "csi", None, Some("10Gi")));
+    assert_eq!(filter(&snap), (ok(), no_space()));
+    // maximumVolumeSize is preferred over capacity when set.
+    let mut big = capacity("b-max", "csi", Some("b"), Some("10Gi"));
+    big["maximumVolumeSize"] = json!("512Mi");
+    add_capacity(&snap, big);
+    assert_eq!(filter(&snap), (ok(), no_space()));
+    let mut big = capacity("b-max", "csi", Some("b"), Some("512Mi"));
+    big["maximumVolumeSize"] = json!("2Gi");
+    add_capacity(&snap, big);
+    assert_eq!(
+        filter(&snap),
+        (ok(), ok()),
+        "maximumVolumeSize 2Gi holds 1Gi"
+    );
+    // Reported with no capacity at all: none.
+    let snap2 = cluster(
+        vec![N::new("a1").labels(&[(HOST, "a1"), (ZONE, "a")]).build()],
+        vec![],
+    );
+    add_class(&snap2, class("csi", "csi.example.com", true));
+    add_claim(&snap2, claim("data", "csi", "1Gi"));
+    add_driver(&snap2, "csi.example.com", Some(true));
+    add_capacity(&snap2, capacity("a", "csi", Some("a"), None));
+    let r = filter_all(&VolumeBinding::default(), &pod, &snap2);
+    assert_eq!(r["a1"], no_space());
+    // A claim whose node is selected is still provisioned there, and checked.
+    let mut selected = claim("data", "csi", "1Gi");
+    selected["metadata"]["annotations"] = json!({ANN_SELECTED_NODE: "a1"});
+    selected["metadata"]["resourceVersion"] = json!("2");
+    add_claim(&snap2, selected);
+    assert_eq!(
+        filter_all(&VolumeBinding::default(), &pod, &snap2)["a1"],
+        no_space(),
+        "a selected node still provisions: upstream checks capacity again"
+    );
+}
+
+/// PreFilter, PreScore and Score on every node, as the cycle runs them
+/// (VolumeBinding has no NormalizeScore).
+fn volume_scores(pod: &Pod, snap: &Snapshot) -> Vec<(String, i64)> {
+    let p = VolumeBinding::default();
+    let ctx = ctx(pod, snap);
+    let mut state = CycleState::default();
+    p.pre_filter(&ctx, &mut state).unwrap();
+    let nodes: Vec<&NodeInfo> = snap.nodes().collect();
+    p.pre_score(&ctx, &mut state, &nodes).unwrap();
+    nodes
+        .iter()
+        .map(|n| (n.name().to_string(), p.score(&ctx, &state, n).unwrap()))
+        .collect()
+}
+
+fn scores(pairs: &[(&str, i64)]) -> Vec<(String, i64)> {
+    pairs.iter().map(|(n, s)| (n.to_string(), *s)).collect()
+}
+
+/// Upstream's `TestVolumeBinding` "local volumes with close capacity are
+/// preferred": a 50Gi claim scores 75 where the PVs are 200Gi, 50 where
+/// they are 100Gi, 0 where there is none.
+#[test]
+fn score_prefers_the_node_whose_pvs_the_claim_uses_least() {
+    let snap = cluster(vec![node("node-a"), node("node-b"), node("node-c")], vec![]);
+    add_class(&snap, class("local", "kubernetes.io/no-provisioner", true));
+    for (name, size, n) in [
+        ("pv-a-0", "200Gi", "node-a"),
+        ("pv-a-1", "200Gi", "node-a"),
+        ("pv-b-0", "100Gi", "node-b"),
+        ("pv-b-1", "100Gi", "node-b"),
+    ] {
+        add_pv(&snap, pv(name, "local", size, Some(n)));
+    }
+    add_claim(&snap, claim("pvc-a", "local", "50Gi"));
+    let pod = with_claims("pod-a", &["pvc-a"]);
+    assert_eq!(
+        volume_scores(&pod, &snap),
+        scores(&[("node-a", 75), ("node-b", 50), ("node-c", 0)])
+    );
+    // A pod without claims: skipped (every node 0).
+    let plain = P::new("plain").build();
+    let p = VolumeBinding::default();
+    let ctx = ctx(&plain, &snap);
+    let mut state = CycleState::default();
+    let nodes: Vec<&NodeInfo> = snap.nodes().collect();
+    assert_eq!(
+        p.pre_score(&ctx, &mut state, &nodes).unwrap(),
+        crate::framework::Decision::Skip
+    );
+}
+
+/// Upstream's "storage capacity score" and "... with static binds": a
+/// provisioned 10Gi claim against 100Gi / 50Gi / 10Gi of published
+/// capacity scores 90 / 80 / 0; with a static binding as well, the static
+/// PVs alone are scored (50Gi of 100Gi: 50 everywhere).
+#[test]
+fn score_prefers_the_node_with_the_most_storage_capacity() {
+    let mk = || {
+        let snap = cluster(vec![node("node-a"), node("node-b"), node("node-c")], vec![]);
+        add_class(&snap, class("csi", "csi.example.com", true));
+        add_driver(&snap, "csi.example.com", Some(true));
+        for (n, size) in [("node-a", "100Gi"), ("node-b", "50Gi"), ("node-c", "10Gi")] {
+            add_capacity(
+                &snap,
+                json!({"metadata": {"name": n, "namespace": "kube-system"},
+                    "storageClassName": "csi", "capacity": size,
+                    "nodeTopology": {"matchLabels": {HOST: n}}}),
+            );
+        }
+        add_claim(&snap, claim("pvc-dynamic", "csi", "10Gi"));
+        snap
+    };
+    let snap = mk();
+    let pod = with_claims("pod-a", &["pvc-dynamic"]);
+    assert_eq!(
+        volume_scores(&pod, &snap),
+        scores(&[("node-a", 90), ("node-b", 80), ("node-c", 0)])
+    );
+    let snap = mk();
+    add_class(&snap, class("local", "kubernetes.io/no-provisioner", true));
+    for n in ["node-a", "node-b", "node-c"] {
+        add_pv(
+            &snap,
+            pv(&format!("pv-static-{n}"), "local", "100Gi", Some(n)),
+        );
+    }
+    add_claim(&snap, claim("pvc-static", "local", "50Gi"));
+    let pod = with_claims("pod-a", &["pvc-dynamic", "pvc-static"]);
+    assert_eq!(
+        volume_scores(&pod, &snap),
+        scores(&[("node-a", 50), ("node-b", 50), ("node-c", 50)])
+    );
+}
+
+#[test]
+fn volume_binding_args_take_upstreams_shape() {
+    let p = super::binding::new(
+        Some(
+            &json!({"shape": [{"utilization": 0, "score": 0}, {"utilization": 100, "score": 10}]}),
+        ),
+        &Default::default(),
+    );
+    assert!(p.is_ok());
+    let e = super::binding::new(
+        Some(&json!({"shape": [{"utilization": 50, "score": 1}, {"utilization": 40, "score": 2}]})),
+        &Default::default(),
+    )
+    .err()
+    .unwrap();
+    assert_eq!(
+        e,
+        "VolumeBinding args: shape[1].utilization: must be greater than the previous point's"
+    );
+    let e = super::binding::new(Some(&json!({"shape": []})), &Default::default())
+        .err()
+        .unwrap();
+    assert_eq!(
+        e,
+        "VolumeBinding args: shape: at least one point is required"
+    );
+}
+
+#[test]
+fn a_csi_storage_capacity_is_validated() {
+    let bad = json!({"metadata": {"name": "c", "namespace": "ns"}, "storageClassName": "csi",
+        "capacity": "lots"});
+    let e = CsiStorageCapacity::from_k8s(&serde_json::from_value(bad).unwrap()).unwrap_err();
+    assert_eq!(
+        (e.object.as_str(), e.field.as_str()),
+        ("CSIStorageCapacity ns/c", "capacity")
+    );
+    let no_class = json!({"metadata": {"name": "c", "namespace": "ns"}});
+    let e = CsiStorageCapacity::from_k8s(&serde_json::from_value(no_class).unwrap()).unwrap_err();
+    assert_eq!(
+        (e.field.as_str(), e.cause.as_str()),
+        ("storageClassName", "missing")
+    );
 }
 
 #[test]
