@@ -3,7 +3,9 @@
 //! the explanation names the node the pod went to, with the total the
 //! decision used, and no node with a higher total. Also when a wasm plugin
 //! fails with `failurePolicy: Ignore` (skipped for the pod, in the
-//! decision and in the explanation alike).
+//! decision and in the explanation alike). And PodTopologySpread's
+//! system default constraints, explained for a pod of a Service or of a
+//! ReplicaSet read from the manifests.
 
 mod common;
 
@@ -201,4 +203,108 @@ fn explain_agrees_when_a_wasm_plugin_fails_with_ignore() {
         "{:?}",
         e.explanation.skipped
     );
+}
+
+/// Each node's PodTopologySpread score, and the (plugin, extension point)
+/// pairs that said Skip.
+type Spread = (Vec<(String, Option<i64>)>, Vec<(String, String)>);
+
+/// The normalized PodTopologySpread score of each node for `pending` in
+/// `docs` (YAML documents), explained with no configuration file (the
+/// built-in gpu-scheduler profile).
+fn spread_scores(docs: &str) -> Spread {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("cluster.yaml"), docs).unwrap();
+    let r = run(
+        dir.path(),
+        &ConfigFile::default(),
+        &repo_root(),
+        Some("default/pending".into()),
+    );
+    let e = r.explain.expect("explained");
+    let scores = e
+        .explanation
+        .nodes
+        .iter()
+        .map(|n| {
+            let s = n.scores.iter().find(|s| s.plugin == "PodTopologySpread");
+            (n.node.clone(), s.and_then(|s| s.normalized))
+        })
+        .collect();
+    (scores, e.explanation.skipped)
+}
+
+const SPREAD_NODES: &str = "
+apiVersion: v1
+kind: Node
+metadata: {name: n1, labels: {kubernetes.io/hostname: n1}}
+status: {allocatable: {cpu: '8', memory: 16Gi, pods: '110'}}
+---
+apiVersion: v1
+kind: Node
+metadata: {name: n2, labels: {kubernetes.io/hostname: n2}}
+status: {allocatable: {cpu: '8', memory: 16Gi, pods: '110'}}
+---
+apiVersion: v1
+kind: Node
+metadata: {name: n3, labels: {kubernetes.io/hostname: n3}}
+status: {allocatable: {cpu: '8', memory: 16Gi, pods: '110'}}
+";
+
+/// Two `app: web` pods on n1 and one pending, with `owner` (an
+/// ownerReferences entry, or nothing) on each.
+fn web_pods(owner: &str) -> String {
+    let pod = |name: &str, node: &str| {
+        format!(
+            "---\napiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, namespace: default, labels: {{app: web}}{owner}}}\n\
+             spec: {{{node}containers: [{{name: c, image: x, resources: {{requests: {{cpu: 100m}}}}}}]}}\n"
+        )
+    };
+    [
+        pod("w1", "nodeName: n1, "),
+        pod("w2", "nodeName: n1, "),
+        pod("pending", "schedulerName: gpu-scheduler, "),
+    ]
+    .concat()
+}
+
+#[test]
+fn system_default_spread_follows_the_pods_service_and_replica_set() {
+    // Without a Service or controller the default constraints select
+    // nothing: PodTopologySpread skips the pod.
+    let (_, skipped) = spread_scores(&format!("{SPREAD_NODES}{}", web_pods("")));
+    assert!(
+        skipped.iter().any(|(p, _)| p == "PodTopologySpread"),
+        "{skipped:?}"
+    );
+
+    // A Service selecting the pods: kube-scheduler's system default
+    // (hostname, maxSkew 3, ScheduleAnyway) scores n1, which holds two of
+    // them, below the empty nodes.
+    let service = "---\napiVersion: v1\nkind: Service\nmetadata: {name: web, namespace: default}\n\
+                   spec: {selector: {app: web}, ports: [{port: 80}]}\n";
+    let (by_service, skipped) = spread_scores(&format!("{SPREAD_NODES}{}{service}", web_pods("")));
+    assert!(
+        !skipped.iter().any(|(p, _)| p == "PodTopologySpread"),
+        "{skipped:?}"
+    );
+    let score = |v: &[(String, Option<i64>)], n: &str| {
+        v.iter()
+            .find(|(x, _)| x == n)
+            .and_then(|(_, s)| *s)
+            .unwrap()
+    };
+    assert!(
+        score(&by_service, "n1") < score(&by_service, "n2"),
+        "{by_service:?}"
+    );
+    assert_eq!(score(&by_service, "n2"), score(&by_service, "n3"));
+
+    // The same through the pods' ReplicaSet.
+    let rs = "---\napiVersion: apps/v1\nkind: ReplicaSet\nmetadata: {name: web, namespace: default}\n\
+              spec: {selector: {matchLabels: {app: web}}, template: {metadata: {labels: {app: web}}, \
+              spec: {containers: [{name: c, image: x}]}}}\n";
+    let owner = ", ownerReferences: [{apiVersion: apps/v1, kind: ReplicaSet, name: web, uid: u1, controller: true}]";
+    let (by_rs, _) = spread_scores(&format!("{SPREAD_NODES}{}{rs}", web_pods(owner)));
+    assert_eq!(by_rs, by_service, "ReplicaSet and Service spread alike");
 }

@@ -306,7 +306,13 @@ async fn bench_against_kube_scheduler() {
             }),
         ),
     ];
-    for (name, start) in runs {
+    // BENCH_ONLY=kube|core|wasm (comma-separated) runs some of the three.
+    let only = std::env::var("BENCH_ONLY").unwrap_or_default();
+    let keys = ["kube", "core", "wasm"];
+    for ((name, start), key) in runs.into_iter().zip(keys) {
+        if !only.is_empty() && !only.split(',').any(|o| o.trim() == key) {
+            continue;
+        }
         reset(&client, &[NS]).await;
         create(&client, &shape).await;
         let pods = shape.expected;

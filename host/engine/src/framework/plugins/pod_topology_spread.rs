@@ -469,6 +469,11 @@ impl PreScorePlugin for PodTopologySpread {
             &ctx.snapshot.workloads,
             WhenUnsatisfiable::ScheduleAnyway,
         );
+        // Upstream: no constraint to spread by (none of the pod's, no
+        // default with a selector) is a Skip.
+        if constraints.is_empty() {
+            return Ok(Decision::Skip);
+        }
         state.write(
             PRE_SCORE_KEY,
             ScoreState::compute(

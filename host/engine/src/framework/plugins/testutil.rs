@@ -292,7 +292,12 @@ pub fn score_nodes<T: ScorePlugin + Prep + ?Sized>(
     let ctx = ctx(pod, snap);
     let mut state = CycleState::default();
     if let Some(p) = plugin.pre_score_plugin() {
-        p.pre_score(&ctx, &mut state, feasible).expect("pre_score");
+        let decision = p.pre_score(&ctx, &mut state, feasible).expect("pre_score");
+        // A Skip: the framework calls neither Score nor NormalizeScore, the
+        // plugin adds nothing to any node.
+        if decision == crate::framework::Decision::Skip {
+            return feasible.iter().map(|n| (n.name().to_string(), 0)).collect();
+        }
     }
     let mut scores: Vec<i64> = feasible
         .iter()
