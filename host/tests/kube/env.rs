@@ -162,6 +162,17 @@ impl Scheduler {
         Self { child, port, log }
     }
 
+    /// Waits (up to a minute) until `/readyz` answers 200; the probes need
+    /// no token.
+    pub async fn wait_ready(&self) {
+        wait_until("/readyz", Duration::from_secs(60), || async {
+            self.get_as("/readyz", None)
+                .await
+                .is_some_and(|(s, _)| s == 200)
+        })
+        .await;
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("https://127.0.0.1:{}{path}", self.port)
     }

@@ -209,10 +209,7 @@ async fn api_server_restart_mid_stream() {
         &env().kubeconfig,
         &["--leader-elect", "false"],
     );
-    wait_until("ready", Duration::from_secs(60), || async {
-        sched.get("/readyz").await.is_some_and(|(s, _)| s == 200)
-    })
-    .await;
+    sched.wait_ready().await;
     for i in 0..40 {
         create_cpu_pod(&client, &format!("before-{i:02}"), "500m").await;
     }
@@ -251,10 +248,7 @@ async fn pod_or_node_deleted_between_scheduling_and_binding() {
         &env().kubeconfig,
         &["--leader-elect", "false", "--bind-delay", "3s"],
     );
-    wait_until("ready", Duration::from_secs(60), || async {
-        sched.get("/readyz").await.is_some_and(|(s, _)| s == 200)
-    })
-    .await;
+    sched.wait_ready().await;
     // The pod is placed (assumed), then deleted before its binding.
     create_cpu_pod(&client, "doomed", "3").await;
     wait_until("doomed to be assumed", Duration::from_secs(30), || async {

@@ -27,10 +27,7 @@ async fn a_gated_pod_waits_for_its_last_gate() {
         &env().kubeconfig,
         &["--leader-elect", "false"],
     );
-    wait_until("ready", Duration::from_secs(60), || async {
-        sched.get("/readyz").await.is_some_and(|(s, _)| s == 200)
-    })
-    .await;
+    sched.wait_ready().await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
     let pod: Pod = serde_json::from_value(json!({
         "metadata": {"name": "gated", "namespace": NS},

@@ -44,10 +44,7 @@ async fn a_namespace_labelled_later_lets_the_pod_join_its_peer() {
         &env().kubeconfig,
         &["--leader-elect", "false"],
     );
-    wait_until("ready", Duration::from_secs(60), || async {
-        sched.get("/readyz").await.is_some_and(|(s, _)| s == 200)
-    })
-    .await;
+    sched.wait_ready().await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
     let follower: Pod = serde_json::from_value(json!({
         "metadata": {"name": "follower", "namespace": NS},

@@ -55,16 +55,6 @@ fn scheduler_kubeconfig(dir: &Path) -> std::path::PathBuf {
     path
 }
 
-async fn wait_ready(sched: &Scheduler) {
-    wait_until("/readyz", Duration::from_secs(60), || async {
-        sched
-            .get_as("/readyz", None)
-            .await
-            .is_some_and(|(s, _)| s == 200)
-    })
-    .await;
-}
-
 /// A client that verifies the port's certificate against the test CA.
 fn verifying_client() -> reqwest::Client {
     let ca = std::fs::read(env().servers.join("pki/ca.crt")).unwrap();
@@ -97,7 +87,7 @@ async fn metrics_need_a_token_allowed_by_rbac_and_the_probes_need_none() {
             key.to_str().unwrap(),
         ],
     );
-    wait_ready(&sched).await;
+    sched.wait_ready().await;
     // The server's version is logged at start, and a supported one (the
     // test servers run the newest release) gets no warning.
     let version = client.apiserver_version().await.unwrap().git_version;
@@ -167,7 +157,7 @@ async fn metrics_need_a_token_allowed_by_rbac_and_the_probes_need_none() {
             "/healthz,/readyz,/metrics",
         ],
     );
-    wait_ready(&open).await;
+    open.wait_ready().await;
     let (status, body) = open.get_as("/metrics", None).await.unwrap();
     assert_eq!(status, 200, "{body}");
     // The default certificate is self-signed: a verifying client refuses it.
@@ -203,7 +193,7 @@ async fn prometheus_scrapes_the_port_as_the_service_monitor_says() {
         &kubeconfig,
         &["--leader-elect=false"],
     );
-    wait_ready(&sched).await;
+    sched.wait_ready().await;
     // The job `tests-https` of scripts/test-servers: HTTPS without
     // verification and a bearer token from a file, as the ServiceMonitor;
     // the token is the `scraper` account's, allowed by
@@ -259,7 +249,7 @@ async fn idle_connections_do_not_starve_the_probes_and_are_closed() {
         &env().kubeconfig,
         &["--leader-elect=false", "--http-header-timeout", "3s"],
     );
-    wait_ready(&sched).await;
+    sched.wait_ready().await;
     let started = Instant::now();
     let mut idle = idle_connections(sched.port, 400).await;
     // Half-open at the HTTP level too: a TLS handshake never finished.
@@ -313,7 +303,7 @@ async fn connections_over_the_limit_are_closed_at_once() {
             "300s",
         ],
     );
-    wait_ready(&sched).await;
+    sched.wait_ready().await;
     // The readiness probes' connections are closed by their clients; let
     // the server see it.
     tokio::time::sleep(Duration::from_secs(1)).await;
