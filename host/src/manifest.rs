@@ -275,6 +275,19 @@ fn flatten(value: Value, out: &mut Vec<(String, Value)>) -> Result<(), String> {
     Ok(())
 }
 
+/// The kinds read that live in a namespace (named `namespace/name`).
+const NAMESPACED: &[&str] = &[
+    "Pod",
+    "PersistentVolumeClaim",
+    "PodDisruptionBudget",
+    "PodGroup",
+    "Service",
+    "ReplicationController",
+    "ReplicaSet",
+    "StatefulSet",
+    "CSIStorageCapacity",
+];
+
 fn object_label(kind: &str, obj: &Value) -> String {
     let meta = obj.get("metadata");
     let name = meta
@@ -286,12 +299,7 @@ fn object_label(kind: &str, obj: &Value) -> String {
         .and_then(|m| m.get("namespace"))
         .and_then(Value::as_str)
     {
-        Some(ns)
-            if kind == "Pod"
-                || kind == "PersistentVolumeClaim"
-                || kind == "PodDisruptionBudget"
-                || kind == "PodGroup" =>
-        {
+        Some(ns) if NAMESPACED.contains(&kind.as_ref()) => {
             format!("{kind} {}/{}", escape::name(ns), escape::name(name))
         }
         _ => format!("{kind} {}", escape::name(name)),

@@ -71,6 +71,32 @@ fn node_with_an_unknown_taint_effect() {
     );
 }
 
+/// A ReplicaSet (read for PodTopologySpread's default constraints) whose
+/// selector does not parse.
+#[test]
+fn replica_set_with_an_unknown_selector_operator() {
+    let f = bad("bad-replicaset-selector.yaml");
+    let line = assert_one_line_error(&simulate_file(&f), &[]);
+    assert!(
+        line.starts_with(&format!(
+            "error: {f}: document 1 (ReplicaSet shop/web): spec.selector: "
+        )) && line.contains("Near"),
+        "{line}"
+    );
+}
+
+#[test]
+fn storage_capacity_with_an_invalid_quantity() {
+    let f = bad("bad-storage-capacity.yaml");
+    let line = assert_one_line_error(&simulate_file(&f), &[]);
+    assert!(
+        line.starts_with(&format!(
+            "error: {f}: document 1 (CSIStorageCapacity kube-system/fast-a): capacity: "
+        )) && line.contains("\"lots\""),
+        "{line}"
+    );
+}
+
 #[test]
 fn document_without_kind() {
     let f = bad("no-kind.yaml");
