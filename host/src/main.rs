@@ -13,6 +13,9 @@ use bench_command::{bench, BenchArgs};
 use wasmsched::framework::Point;
 use wasmsched::{config, escape, manifest, output, simulate, wasm};
 
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// A Kubernetes scheduler whose policies are WebAssembly components.
 #[derive(Parser)]
 #[command(name = "wasmsched", version, about, long_about = None)]

@@ -19,6 +19,11 @@ use crate::model::Pod;
 /// Longest sleep when idle, so leadership and shutdown are re-checked.
 const IDLE_WAIT: Duration = Duration::from_millis(200);
 
+/// How often assumed pods are checked for expiry (upstream's
+/// `cleanAssumedPeriod`); checking per cycle would walk every pod in
+/// flight once per pod.
+const EXPIRY_PERIOD_MS: u64 = 1000;
+
 /// Where the loop sends what it decided.
 struct Outbox {
     binds: mpsc::UnboundedSender<BindRequest>,
@@ -38,9 +43,10 @@ pub fn run(
         reports,
         preemptions,
     };
+    let mut next_expiry = 0;
     loop {
         let mut cache = shared.cache.lock();
-        let Some(pod) = next_pod(&shared, &mut cache, &out) else {
+        let Some(pod) = next_pod(&shared, &mut cache, &out, &mut next_expiry) else {
             return;
         };
         let Some(fw) = shared.scheduler.profile(&pod.scheduler_name) else {
@@ -75,6 +81,7 @@ fn next_pod(
     shared: &Shared,
     cache: &mut parking_lot::MutexGuard<'_, Cache>,
     out: &Outbox,
+    next_expiry: &mut u64,
 ) -> Option<Arc<Pod>> {
     loop {
         shared.heartbeat();
@@ -86,8 +93,11 @@ fn next_pod(
             continue;
         }
         let now = shared.now_ms();
-        for uid in cache.expire_assumed(now) {
-            tracing::warn!(%uid, "binding never confirmed by the watch; reservation dropped");
+        if now >= *next_expiry {
+            *next_expiry = now + EXPIRY_PERIOD_MS;
+            for uid in cache.expire_assumed(now) {
+                tracing::warn!(%uid, "binding never confirmed by the watch; reservation dropped");
+            }
         }
         end_waits(shared, cache, now, out);
         let groups = &shared.scheduler.pod_groups;

@@ -97,12 +97,19 @@ pub enum Change {
 #[derive(Debug, Default, Clone)]
 pub struct Snapshot {
     slots: Vec<Option<NodeInfo>>,
+    /// The occupied slots, ascending (the cycle walks them from where the
+    /// previous one stopped without collecting every node per pod).
+    live: Vec<u32>,
     by_name: HashMap<String, u32>,
     /// Where each placed pod is, by uid.
     pod_node: HashMap<String, u32>,
     /// Nodes with a placed pod that has a pod (anti-)affinity term
     /// (upstream's `HavePodsWithAffinityNodeInfoList`).
     affinity_nodes: BTreeSet<u32>,
+    /// How many nodes report each image (upstream's
+    /// `ImageStateSummary.NumNodes`), kept as nodes come and go so that
+    /// ImageLocality does not walk every node per pod.
+    image_holders: HashMap<String, usize>,
     /// Changes since generation `log_base`.
     log: Vec<Change>,
     log_base: u64,
@@ -176,8 +183,31 @@ impl Snapshot {
         self.affinity_nodes.iter().filter_map(|&i| self.get(i))
     }
 
+    /// The occupied slots' indexes, ascending (the order of `nodes`).
+    pub fn live_slots(&self) -> &[u32] {
+        &self.live
+    }
+
     pub fn num_nodes(&self) -> usize {
         self.by_name.len()
+    }
+
+    /// How many nodes report `image` in `status.images`.
+    pub fn image_holders(&self, image: &str) -> usize {
+        self.image_holders.get(image).copied().unwrap_or(0)
+    }
+
+    fn count_images(&mut self, node: &Node, add: bool) {
+        for image in node.images.keys() {
+            if add {
+                *self.image_holders.entry(image.clone()).or_default() += 1;
+            } else if let Some(n) = self.image_holders.get_mut(image) {
+                *n -= 1;
+                if *n == 0 {
+                    self.image_holders.remove(image);
+                }
+            }
+        }
     }
 
     pub fn get(&self, index: u32) -> Option<&NodeInfo> {
@@ -197,7 +227,9 @@ impl Snapshot {
         let node = Arc::new(node);
         if let Some(&i) = self.by_name.get(&node.name) {
             if let Some(info) = self.slots[i as usize].as_mut() {
-                info.node = node.clone();
+                let old = std::mem::replace(&mut info.node, node.clone());
+                self.count_images(&old, false);
+                self.count_images(&node, true);
             }
             self.log.push(Change::NodeSet(i, node));
             return i;
@@ -210,6 +242,10 @@ impl Snapshot {
             }
         };
         self.by_name.insert(node.name.clone(), i);
+        self.count_images(&node, true);
+        if let Err(at) = self.live.binary_search(&i) {
+            self.live.insert(at, i);
+        }
         self.slots[i as usize] = Some(NodeInfo::new(i, node.clone()));
         self.log.push(Change::NodeSet(i, node));
         i
@@ -219,7 +255,11 @@ impl Snapshot {
     pub fn remove_node(&mut self, name: &str) -> Option<u32> {
         let i = self.by_name.remove(name)?;
         self.affinity_nodes.remove(&i);
+        if let Ok(at) = self.live.binary_search(&i) {
+            self.live.remove(at);
+        }
         if let Some(info) = self.slots[i as usize].take() {
+            self.count_images(&info.node, false);
             for p in info.pods {
                 self.pod_node.remove(&p.uid);
             }
@@ -292,6 +332,36 @@ mod tests {
         assert_eq!(info.pods.len(), 2);
     }
 
+    /// The per-image node counts, kept through node updates and removals,
+    /// equal a scan of every node.
+    #[test]
+    fn image_holders_match_a_scan() {
+        let node = |name: &str, images: &[&str]| {
+            let mut n = N::new(name).build();
+            n.images = images.iter().map(|i| (i.to_string(), 1 << 20)).collect();
+            n
+        };
+        let mut snap = Snapshot::default();
+        snap.set_node(node("n0", &["a", "b"]));
+        snap.set_node(node("n1", &["a"]));
+        snap.set_node(node("n2", &[]));
+        assert_eq!(["a", "b", "c"].map(|i| snap.image_holders(i)), [2, 1, 0]);
+        // An update replaces the node's images; a removal forgets them.
+        snap.set_node(node("n1", &["b", "c"]));
+        snap.set_node(node("n2", &["c"]));
+        assert_eq!(["a", "b", "c"].map(|i| snap.image_holders(i)), [1, 2, 2]);
+        snap.remove_node("n0");
+        snap.remove_node("n2");
+        assert_eq!(["a", "b", "c"].map(|i| snap.image_holders(i)), [0, 1, 1]);
+        let scan = |i: &str| {
+            snap.nodes()
+                .filter(|n| n.node.images.contains_key(i))
+                .count()
+        };
+        assert_eq!(["a", "b", "c"].map(scan), [0, 1, 1]);
+        assert!(snap.image_holders.is_empty() || !snap.image_holders.contains_key("a"));
+    }
+
     /// The set of nodes with affinity pods, kept through adds, moves and
     /// removals, equals a scan of every node.
     #[test]
@@ -335,6 +405,8 @@ mod tests {
                 .map(|n| n.index)
                 .collect();
             assert_eq!(kept, scanned, "step {step}");
+            let live: Vec<u32> = snap.nodes().map(|n| n.index).collect();
+            assert_eq!(snap.live_slots(), live, "step {step}");
         }
     }
 }

@@ -80,9 +80,10 @@ impl<'a> Cycle<'a> {
             processed: 0,
         };
         // Upstream filters the PreFilterResult's nodes only; the others
-        // fail with its reason, unresolvable.
-        let all: Vec<&'a NodeInfo> = match &self.node_subset {
-            None => snapshot.nodes().collect(),
+        // fail with its reason, unresolvable. Without a subset the cycle
+        // walks the snapshot's slots (no list of every node per pod).
+        let subset: Option<Vec<&'a NodeInfo>> = match &self.node_subset {
+            None => None,
             Some((names, reason)) => {
                 let (inside, outside): (Vec<&'a NodeInfo>, Vec<&'a NodeInfo>) =
                     snapshot.nodes().partition(|n| names.contains(n.name()));
@@ -103,22 +104,35 @@ impl<'a> Cycle<'a> {
                         (n.index, rejection)
                     })
                     .collect();
-                inside
+                Some(inside)
             }
         };
-        if all.is_empty() {
+        let live = snapshot.live_slots();
+        let len = subset.as_ref().map_or(live.len(), Vec::len);
+        if len == 0 {
             if self.recording {
                 self.record.rejections = found.rejections.clone();
             }
             return found;
         }
-        let start = next_start % all.len();
-        let order: Vec<&'a NodeInfo> = all[start..].iter().chain(&all[..start]).copied().collect();
-        let to_find =
-            num_feasible_nodes_to_find(all.len(), self.profile.percentage_of_nodes_to_score);
+        let start = next_start % len;
+        // The k-th node in round-robin order from `start`.
+        let at = |k: usize| -> &'a NodeInfo {
+            let k = (start + k) % len;
+            match &subset {
+                Some(nodes) => nodes[k],
+                None => snapshot.get(live[k]).expect("a live slot holds a node"),
+            }
+        };
+        let to_find = num_feasible_nodes_to_find(len, self.profile.percentage_of_nodes_to_score);
         let workers = self.workers();
         let chunk = (to_find / workers).clamp(16, 256);
-        for wave in order.chunks(chunk * workers) {
+        let mut wave: Vec<&'a NodeInfo> = Vec::with_capacity(chunk * workers);
+        let mut next = 0;
+        while next < len && found.feasible.len() < to_find {
+            wave.clear();
+            wave.extend((next..len.min(next + chunk * workers)).map(at));
+            next += wave.len();
             let this = &*self;
             let results: Vec<Vec<Option<NodeRejection>>> = self.pool.install(|| {
                 wave.par_chunks(chunk)
@@ -135,9 +149,6 @@ impl<'a> Cycle<'a> {
                     Some(r) => found.rejections.push((node.index, r)),
                 }
             }
-            if found.feasible.len() >= to_find {
-                break;
-            }
         }
         self.next_start.store(
             (next_start + found.processed) % num_nodes,
@@ -145,7 +156,7 @@ impl<'a> Cycle<'a> {
         );
         if self.recording {
             self.record.rejections = found.rejections.clone();
-            self.record.evaluated = order[..found.processed].iter().map(|n| n.index).collect();
+            self.record.evaluated = (0..found.processed).map(|k| at(k).index).collect();
         }
         found
     }

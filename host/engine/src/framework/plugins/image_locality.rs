@@ -39,21 +39,16 @@ struct Spread {
 
 impl Spread {
     fn compute(ctx: &CycleContext) -> Self {
-        let mut holders: HashMap<String, usize> =
-            ctx.pod.images.iter().map(|i| (i.clone(), 0)).collect();
-        let mut total = 0;
-        for node in ctx.snapshot.nodes() {
-            total += 1;
-            if node.node.images.is_empty() {
-                continue;
-            }
-            for (image, count) in holders.iter_mut() {
-                if node.node.images.contains_key(image) {
-                    *count += 1;
-                }
-            }
+        let holders = ctx
+            .pod
+            .images
+            .iter()
+            .map(|i| (i.clone(), ctx.snapshot.image_holders(i)))
+            .collect();
+        Self {
+            holders,
+            total: ctx.snapshot.num_nodes(),
         }
-        Self { holders, total }
     }
 
     /// Upstream `sumImageScores` and `calculatePriority`.
