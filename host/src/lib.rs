@@ -3,7 +3,7 @@
 // The scheduling engine is a crate of its own (host/engine), so that it
 // compiles while the rest of the host's dependencies do; its modules keep
 // their paths here.
-pub use wasmsched_engine::{escape, framework, model};
+pub use wasmsched_engine::{escape, framework, model, scheduler};
 
 pub mod bench;
 pub mod config;

@@ -15,12 +15,12 @@ use serde_json::Value;
 use thiserror::Error;
 
 use crate::escape;
+use crate::framework::objects::{object_key, ApiKind};
 use crate::input::{self, yaml, Limits, ReadBudget};
 use crate::model::budget::DisruptionBudget;
 use crate::model::namespace::Namespaces;
-use crate::model::pod_group::PodGroupObject;
 use crate::model::priority::PriorityClass;
-use crate::model::{ModelError, Node, Pod, PodGroup};
+use crate::model::{ModelError, Node, Pod};
 
 /// A manifest that cannot be used: the file, the document and the cause.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
@@ -37,8 +37,10 @@ pub struct ManifestError {
 pub struct Manifests {
     pub nodes: Vec<Node>,
     pub pods: Vec<Pod>,
-    /// PodGroups (`scheduling.x-k8s.io`), for the Coscheduling plugin.
-    pub pod_groups: Vec<PodGroup>,
+    /// Objects of the kinds plugins read beside Nodes and Pods (the
+    /// registry's [`crate::framework::registry::OBJECT_KINDS`]; PodGroups
+    /// for Coscheduling), checked, in file order.
+    pub objects: Vec<PluginObject>,
     pub priority_classes: Vec<PriorityClass>,
     /// PodDisruptionBudgets (`policy/v1` or `policy/v1beta1`).
     pub budgets: Vec<DisruptionBudget>,
@@ -53,6 +55,14 @@ pub struct Manifests {
     pub volumes: crate::framework::volumes::VolumeManifests,
     /// Kinds skipped, with counts (reported at debug level).
     pub skipped: HashMap<String, usize>,
+}
+
+/// An object of a kind a plugin reads.
+#[derive(Debug, Clone)]
+pub struct PluginObject {
+    pub kind: ApiKind,
+    pub version: &'static str,
+    pub value: Value,
 }
 
 /// Reads every path (files, or directories searched recursively for
@@ -143,13 +153,22 @@ fn load_file(
                 }
                 out.pods.push(p);
             }
-            "PodGroup" => {
-                let g: PodGroupObject = decode(obj).map_err(|c| fail(at.clone(), c))?;
-                let g = PodGroup::from_object(&g).map_err(|e| fail(at.clone(), model_cause(e)))?;
-                if out.pod_groups.iter().any(|x| x.key() == g.key()) {
-                    return Err(fail(at, format!("duplicate PodGroup {}", g.key())));
+            k if plugin_kind(&obj, k).is_some() => {
+                let (row, version) = plugin_kind(&obj, k).expect("checked in the guard");
+                let key = (row.check)(&obj)
+                    .map_err(|c| fail(at.clone(), escape::escape(&c).into_owned()))?;
+                let duplicate = out
+                    .objects
+                    .iter()
+                    .any(|o| o.kind == row.kind && object_key(&o.kind, &o.value) == key);
+                if duplicate {
+                    return Err(fail(at, format!("duplicate {k} {key}")));
                 }
-                out.pod_groups.push(g);
+                out.objects.push(PluginObject {
+                    kind: row.kind,
+                    version,
+                    value: obj,
+                });
             }
             "PriorityClass" => {
                 let c: k8s_openapi::api::scheduling::v1::PriorityClass =
@@ -193,6 +212,18 @@ fn load_file(
         }
     }
     Ok(())
+}
+
+/// The registry's row for an object a plugin reads, with its version.
+fn plugin_kind(
+    obj: &Value,
+    kind: &str,
+) -> Option<(
+    &'static crate::framework::registry::ObjectKindRow,
+    &'static str,
+)> {
+    let api_version = obj.get("apiVersion").and_then(Value::as_str)?;
+    crate::framework::registry::object_kind(api_version, kind)
 }
 
 /// A Service or a controller of pods (what PodTopologySpread's default

@@ -3,8 +3,8 @@
 use comfy_table::{presets::UTF8_BORDERS_ONLY, Cell, ContentArrangement, Table};
 
 use crate::escape::{escape, Escaped};
+use crate::framework::objects::PluginReport;
 use crate::framework::FilterVerdict;
-use crate::simulate::pod_groups::GroupReport;
 use crate::simulate::{ExplainReport, Report};
 
 /// Placements, then each unschedulable pod with its FitError message.
@@ -113,9 +113,9 @@ pub fn table(report: &Report) -> String {
         out.push('\n');
         out.push_str(&crate::gpu_sharing_output::devices(&report.gpu_devices));
     }
-    if !report.pod_groups.is_empty() {
+    for t in &report.plugin_tables {
         out.push('\n');
-        out.push_str(&pod_groups(&report.pod_groups));
+        out.push_str(&plugin_table(t));
     }
     if let Some(e) = &report.explain {
         out.push('\n');
@@ -124,54 +124,17 @@ pub fn table(report: &Report) -> String {
     out
 }
 
-/// Each pod group: phase, members bound of minMember, topology, domains,
-/// and each member's node.
-pub fn pod_groups(groups: &[GroupReport]) -> String {
+/// A plugin's section of the report (Coscheduling's pod groups) as a
+/// table.
+pub fn plugin_table(r: &PluginReport) -> String {
     let mut t = Table::new();
     t.load_preset(UTF8_BORDERS_ONLY)
         .set_content_arrangement(ContentArrangement::Dynamic);
-    t.set_header(vec![
-        "POD GROUP",
-        "PHASE",
-        "BOUND",
-        "TOPOLOGY",
-        "DOMAINS",
-        "MEMBERS",
-    ]);
-    for g in groups {
-        let min = g.min_member.map_or("-".to_string(), |m| m.to_string());
-        let topology = g.topology.as_ref().map_or("-".to_string(), |t| {
-            let mode = serde_json::to_value(t.mode).ok();
-            let mode = mode.as_ref().and_then(|m| m.as_str()).unwrap_or("");
-            format!("{} ({mode})", t.label)
-        });
-        let members: Vec<String> = g
-            .members
-            .iter()
-            .map(|m| match (&m.node, &m.domain) {
-                (Some(n), Some(d)) => format!("{} -> {n} [{d}]", m.pod),
-                (Some(n), None) => format!("{} -> {n}", m.pod),
-                (None, _) => format!("{} -> (pending)", m.pod),
-            })
-            .collect();
-        let phase = match &g.error {
-            Some(e) => format!("{}\n{e}", g.phase),
-            None => g.phase.clone(),
-        };
-        t.add_row(vec![
-            Cell::new(format!("{}/{}", g.namespace, g.name)),
-            Cell::new(phase),
-            Cell::new(format!("{}/{min}", g.scheduled)),
-            Cell::new(topology),
-            Cell::new(if g.domains.is_empty() {
-                "-".to_string()
-            } else {
-                g.domains.join(", ")
-            }),
-            Cell::new(members.join("\n")),
-        ]);
+    t.set_header(r.header.clone());
+    for row in &r.rows {
+        t.add_row(row.iter().map(Cell::new).collect::<Vec<_>>());
     }
-    format!("Pod groups ({}):\n{t}\n", groups.len())
+    format!("{}\n{t}\n", r.title)
 }
 
 /// Every node with each Filter verdict and each score.

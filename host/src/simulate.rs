@@ -1,21 +1,19 @@
 //! `wasmsched simulate`: runs the real scheduling framework over Nodes and
 //! Pods read from manifests, on a virtual clock, and reports placements.
 
-pub mod pod_groups;
-
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use serde::Serialize;
 
 use crate::config::Scheduler;
-use crate::framework::{
-    Assumption, Attempt, Cache, Explanation, Framework, Nomination, Snapshot, WaitEnd,
-};
+use crate::framework::objects::ObjectEvent;
+use crate::framework::{Cache, Explanation, Nomination, Snapshot};
 use crate::manifest::Manifests;
 use crate::model::budget::Budgets;
 use crate::model::priority::PriorityClasses;
 use crate::model::Pod;
+use crate::scheduler::{Binding, Failure, FailureKind, Sink};
 
 /// What to simulate.
 #[derive(Debug, Clone, Default)]
@@ -109,10 +107,22 @@ pub struct Report {
     /// Every GPU of the HAMi nodes after the run, with what is left on it.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub gpu_devices: Vec<crate::gpu_sharing::DeviceReport>,
-    /// Pod groups (when a profile runs Coscheduling): status, domains,
-    /// members.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub pod_groups: Vec<pod_groups::GroupReport>,
+    /// What plugins add (Coscheduling: each pod group's status, domains
+    /// and members), each under its own key.
+    #[serde(flatten)]
+    pub plugins: BTreeMap<&'static str, serde_json::Value>,
+    /// The same as tables, for the text output.
+    #[serde(skip)]
+    pub plugin_tables: Vec<crate::framework::objects::PluginReport>,
+}
+
+impl Report {
+    /// A plugin's section, decoded.
+    pub fn plugin<T: serde::de::DeserializeOwned>(&self, key: &str) -> Option<T> {
+        self.plugins
+            .get(key)
+            .and_then(|v| serde_json::from_value(v.clone()).ok())
+    }
 }
 
 /// Weighted peer pairs of the final placement, by distance.
@@ -217,22 +227,18 @@ pub fn run(
     manifests: Manifests,
     opts: &Options,
 ) -> Result<Report, SimulateError> {
+    scheduler.set_all_pods(opts.all_pods);
     let mut sim = Simulation {
         scheduler,
-        opts,
-        cache: Cache::default(),
-        report: Report::default(),
+        cache: scheduler.new_cache(),
         now: 0,
-        last_failure: HashMap::new(),
-        failed_at: HashMap::new(),
-        futile_waits: 0,
+        out: Outcomes {
+            explain: opts.explain.clone(),
+            ..Outcomes::default()
+        },
     };
     sim.check_explain(&manifests)?;
-    let groups = &scheduler.pod_groups;
-    if groups.enabled() {
-        groups.reset();
-        sim.cache.queue.set_sort(groups.clone());
-    }
+    scheduler.reset_informers();
     sim.load(manifests)?;
     sim.schedule_all();
     Ok(sim.finish())
@@ -241,16 +247,76 @@ pub fn run(
 /// A simulation in progress, on a virtual clock (milliseconds).
 struct Simulation<'a> {
     scheduler: &'a Scheduler,
-    opts: &'a Options,
     cache: Cache,
-    report: Report,
     now: u64,
+    /// What the scheduler decided (the simulation's sink).
+    out: Outcomes,
+}
+
+/// The simulation's [`Sink`]: the report in the making, and what a turn
+/// left for the simulation to carry out (bindings, evictions).
+#[derive(Default)]
+struct Outcomes {
+    /// `namespace/name` of the pod to explain.
+    explain: Option<String>,
+    report: Report,
     /// uid -> (last failure message, profile).
     last_failure: HashMap<String, (String, String)>,
+    /// uids that failed in this turn (their snapshot generation is noted
+    /// after it).
+    failed_now: Vec<String>,
     /// uid -> the snapshot generation of the pod's last failed attempt.
     failed_at: HashMap<String, u64>,
-    /// Permit waits that ended in a rejection since the last binding.
+    /// Permit waits that ended in a rejection in this turn.
+    rejected: bool,
+    /// Permit waits that ended in rejections since the last binding.
     futile_waits: u32,
+    /// Bindings to carry out after the turn.
+    binds: Vec<Binding>,
+    /// Preemptions to carry out after the turn.
+    preemptions: Vec<(Arc<Pod>, Nomination)>,
+    /// The explained attempt of this turn: pod, profile, node, what the
+    /// cycle saw.
+    explained: Option<(Arc<Pod>, String, Option<String>, Explanation)>,
+}
+
+impl Sink for Outcomes {
+    fn bind(&mut self, binding: Binding) {
+        self.binds.push(binding);
+    }
+
+    fn failed(&mut self, f: Failure) {
+        if matches!(f.kind, FailureKind::Rejected(_)) {
+            self.rejected = true;
+        }
+        let message = f.message();
+        self.failed_now.push(f.pod.uid.clone());
+        self.last_failure
+            .insert(f.pod.uid.clone(), (message, f.profile));
+    }
+
+    fn preempt(&mut self, pod: &Arc<Pod>, nomination: &Nomination, _profile: &str) {
+        self.preemptions.push((pod.clone(), nomination.clone()));
+    }
+
+    fn explains(&self, pod: &Pod) -> bool {
+        self.explain.as_deref() == Some(pod.key().as_str())
+    }
+
+    fn explained(
+        &mut self,
+        pod: &Arc<Pod>,
+        profile: &str,
+        node: Option<&str>,
+        explanation: Explanation,
+    ) {
+        self.explained = Some((
+            pod.clone(),
+            profile.to_string(),
+            node.map(str::to_string),
+            explanation,
+        ));
+    }
 }
 
 /// Rounds of Permit waits that end in rejections with no pod bound in
@@ -260,16 +326,8 @@ struct Simulation<'a> {
 const MAX_FUTILE_WAITS: u32 = 3;
 
 impl<'a> Simulation<'a> {
-    fn profile_for(&self, scheduler_name: &str) -> Option<&'a Framework> {
-        if self.opts.all_pods {
-            self.scheduler.profiles.first()
-        } else {
-            self.scheduler.profile(scheduler_name)
-        }
-    }
-
     fn check_explain(&self, manifests: &Manifests) -> Result<(), SimulateError> {
-        let Some(key) = &self.opts.explain else {
+        let Some(key) = &self.out.explain else {
             return Ok(());
         };
         let pod = manifests
@@ -280,7 +338,7 @@ impl<'a> Simulation<'a> {
         if let Some(n) = &pod.node_name {
             return Err(SimulateError::NotPending(key.clone(), n.clone()));
         }
-        if self.profile_for(&pod.scheduler_name).is_none() {
+        if self.scheduler.route(pod).is_none() {
             return Err(SimulateError::NotServed(
                 key.clone(),
                 pod.scheduler_name.clone(),
@@ -293,14 +351,13 @@ impl<'a> Simulation<'a> {
     /// cache as the watches would deliver them; priorities resolved from
     /// the PriorityClasses as admission would; the PodDisruptionBudgets.
     fn load(&mut self, manifests: Manifests) -> Result<(), SimulateError> {
-        let groups = &self.scheduler.pod_groups;
-        if groups.enabled() {
-            for g in manifests.pod_groups {
-                groups.apply_group(&g.key(), Ok(g));
-            }
-            for pod in &manifests.pods {
-                groups.apply_pod(pod, false);
-            }
+        for o in &manifests.objects {
+            let event = ObjectEvent::Applied {
+                version: o.version,
+                object: &o.value,
+            };
+            self.scheduler
+                .object_event(&mut self.cache, &o.kind, event, 0);
         }
         for n in manifests.nodes {
             self.cache.node_applied(n, 0);
@@ -328,48 +385,60 @@ impl<'a> Simulation<'a> {
             classes
                 .resolve(&mut pod)
                 .map_err(|e| SimulateError::Priority(pod.key(), e))?;
-            if matches!(pod.phase.as_str(), "Succeeded" | "Failed") {
-                continue;
-            }
-            if let Some(node) = &pod.node_name {
+            let terminal = matches!(pod.phase.as_str(), "Succeeded" | "Failed");
+            if let Some(node) = pod.node_name.as_deref().filter(|_| !terminal) {
                 if self.cache.snapshot.index_of(node).is_none() {
                     tracing::warn!(pod = %pod.key(), %node, "pod is bound to a node not in the manifests; ignored");
-                    continue;
                 }
-            } else if self.profile_for(&pod.scheduler_name).is_none() {
-                self.report.ignored += 1;
-                continue;
+            } else if !terminal && !self.scheduler.serves(&pod.scheduler_name) {
+                self.report().ignored += 1;
             }
-            let all = self.opts.all_pods;
-            let sched = self.scheduler;
-            self.cache
-                .pod_applied(pod, false, |n| all || sched.profile(n).is_some(), 0);
+            self.scheduler.pod_applied(&mut self.cache, pod, false, 0);
         }
         Ok(())
+    }
+
+    fn report(&mut self) -> &mut Report {
+        &mut self.out.report
     }
 
     /// Attempts pods until none can make progress.
     fn schedule_all(&mut self) {
         loop {
-            self.end_waits();
-            if self.futile_waits >= MAX_FUTILE_WAITS {
+            let attempted = self
+                .scheduler
+                .schedule_one(&mut self.cache, self.now, &mut self.out);
+            self.carry_out();
+            if self.out.futile_waits >= MAX_FUTILE_WAITS {
                 break;
             }
-            let groups = &self.scheduler.pod_groups;
-            if groups.enabled() {
-                let activate = groups.take_activations(self.now);
-                self.cache.queue.activate(&activate);
+            if attempted {
+                continue;
             }
-            let Some(pod) = self.cache.pop(self.now) else {
-                match self.next_event() {
-                    Some(t) => {
-                        self.now = self.now.max(t);
-                        continue;
-                    }
-                    None => break,
-                }
-            };
-            self.attempt(pod);
+            match self.next_event() {
+                Some(t) => self.now = self.now.max(t),
+                None => break,
+            }
+        }
+    }
+
+    /// What the turn left: the explanation, bindings, evictions.
+    fn carry_out(&mut self) {
+        let generation = self.cache.snapshot.generation();
+        for uid in std::mem::take(&mut self.out.failed_now) {
+            self.out.failed_at.insert(uid, generation);
+        }
+        if let Some((pod, profile, node, explanation)) = self.out.explained.take() {
+            self.explain(&pod, profile, node, explanation);
+        }
+        for b in std::mem::take(&mut self.out.binds) {
+            self.bind(b);
+        }
+        if std::mem::take(&mut self.out.rejected) {
+            self.out.futile_waits += 1;
+        }
+        for (pod, n) in std::mem::take(&mut self.out.preemptions) {
+            self.preempt(&pod, n);
         }
     }
 
@@ -382,7 +451,7 @@ impl<'a> Simulation<'a> {
             .cache
             .queue
             .backoff_pods()
-            .filter(|(uid, _)| self.failed_at.get(*uid) != Some(&generation))
+            .filter(|(uid, _)| self.out.failed_at.get(*uid) != Some(&generation))
             .map(|(_, t)| t)
             .min();
         let waits = self
@@ -394,69 +463,41 @@ impl<'a> Simulation<'a> {
         backoff.into_iter().chain(waits).min()
     }
 
-    fn attempt(&mut self, pod: Arc<Pod>) {
-        let fw = self
-            .profile_for(&pod.scheduler_name)
-            .expect("queued pods have a profile");
-        // Every attempt is explained; the last one (where the pod went, or
-        // its final failure) is what the report keeps.
-        let explaining = self.opts.explain.as_deref() == Some(pod.key().as_str());
-        let mut explanation = explaining.then(Explanation::default);
-        let attempt = fw.schedule_pod(pod.clone(), &mut self.cache, self.now, explanation.as_mut());
-        if let Some(mut explanation) = explanation {
-            // The attempt that preempted stays explained after the one
-            // that placed the pod.
-            if explanation.preemption.is_none() {
-                let earlier = self.report.explain.take();
-                explanation.preemption = earlier.and_then(|e| e.explanation.preemption);
-            }
-            let (node, gpus) = match &attempt {
-                Attempt::Bind(a) => (
-                    Some(a.placement.node.clone()),
-                    crate::gpu_sharing::pod_gpus(&a.pod),
-                ),
-                _ => (None, Vec::new()),
-            };
-            let gpu_devices = node
-                .as_deref()
-                .and_then(|n| self.cache.snapshot.by_name(n))
-                .map(crate::gpu_sharing::node_devices)
-                .unwrap_or_default();
-            self.report.explain = Some(ExplainReport {
-                namespace: pod.namespace.clone(),
-                pod: pod.name.clone(),
-                profile: fw.scheduler_name().to_string(),
-                node,
-                explanation,
-                gpus,
-                gpu_devices,
-            });
+    /// Keeps the explained attempt (the last one: where the pod went, or
+    /// its final failure).
+    fn explain(
+        &mut self,
+        pod: &Pod,
+        profile: String,
+        node: Option<String>,
+        mut explanation: Explanation,
+    ) {
+        // The attempt that preempted stays explained after the one that
+        // placed the pod.
+        if explanation.preemption.is_none() {
+            let earlier = self.report().explain.take();
+            explanation.preemption = earlier.and_then(|e| e.explanation.preemption);
         }
-        let profile = fw.scheduler_name().to_string();
-        match attempt {
-            Attempt::Bind(a) => self.bind(fw, a),
-            Attempt::Waiting { .. } => {}
-            Attempt::Unschedulable {
-                pod,
-                fit,
-                nomination,
-            } => {
-                self.failed(&pod, fit.message(), profile);
-                if let Some(n) = nomination {
-                    self.preempt(&pod, n);
-                }
-            }
-            Attempt::Error { pod, message } => {
-                self.failed(&pod, format!("error: {message}"), profile)
-            }
-        }
-    }
-
-    fn failed(&mut self, pod: &Pod, message: String, profile: String) {
-        self.failed_at
-            .insert(pod.uid.clone(), self.cache.snapshot.generation());
-        self.last_failure
-            .insert(pod.uid.clone(), (message, profile));
+        let assumed = node
+            .as_ref()
+            .and_then(|_| self.out.binds.iter().find(|b| b.pod().uid == pod.uid));
+        let gpus = assumed
+            .map(|b| crate::gpu_sharing::pod_gpus(b.pod()))
+            .unwrap_or_default();
+        let gpu_devices = node
+            .as_deref()
+            .and_then(|n| self.cache.snapshot.by_name(n))
+            .map(crate::gpu_sharing::node_devices)
+            .unwrap_or_default();
+        self.report().explain = Some(ExplainReport {
+            namespace: pod.namespace.clone(),
+            pod: pod.name.clone(),
+            profile,
+            node,
+            explanation,
+            gpus,
+            gpu_devices,
+        });
     }
 
     /// Evicts the victims at once (the virtual clock does not model
@@ -464,18 +505,14 @@ impl<'a> Simulation<'a> {
     /// placed in a later attempt.
     fn preempt(&mut self, pod: &Pod, n: Nomination) {
         for v in &n.victims {
-            for fw in &self.scheduler.profiles {
-                if let Some(a) = fw.waiting.remove(&v.uid) {
-                    fw.unreserve(&a.pod, &a.state, &a.placement.node);
-                }
-            }
-            self.cache.pod_deleted(&v.uid, self.now);
+            self.scheduler
+                .pod_deleted(&mut self.cache, &v.uid, self.now);
             // Evicted: no longer where the report placed it.
-            self.report
+            self.report()
                 .scheduled
                 .retain(|s| !(s.namespace == v.namespace && s.pod == v.name));
         }
-        self.report.preemptions.push(Preemption {
+        self.report().preemptions.push(Preemption {
             preemptor: pod.key(),
             node: n.node,
             victims: n.victims.iter().map(|v| v.key()).collect(),
@@ -485,45 +522,20 @@ impl<'a> Simulation<'a> {
     /// The binding cycle, simulated: PreBind output is already on the
     /// assumed pod; volume bindings are written as the API server and PV
     /// controller would; the binding is confirmed as the watch would.
-    fn bind(&mut self, fw: &Framework, a: Box<Assumption>) {
-        crate::framework::volumes::simulated::apply(self.cache.snapshot.volumes(), &a.actions);
-        let uid = a.pod.uid.clone();
-        self.cache.finish_binding(&uid, self.now);
-        self.cache
-            .pod_applied((*a.pod).clone(), false, |_| true, self.now);
-        self.cache.snapshot.compact_log();
-        fw.bound(&a);
-        self.futile_waits = 0;
-        self.last_failure.remove(&uid);
-        self.report.scheduled.push(ScheduledPod {
+    fn bind(&mut self, b: Binding) {
+        self.scheduler.bind_at_once(&mut self.cache, &b, self.now);
+        let a = &b.assumption;
+        self.out.futile_waits = 0;
+        self.out.last_failure.remove(&a.pod.uid);
+        let scheduled = ScheduledPod {
             namespace: a.pod.namespace.clone(),
             pod: a.pod.name.clone(),
             node: a.placement.node.clone(),
             score: a.placement.score,
-            profile: fw.scheduler_name().to_string(),
+            profile: b.profile.clone(),
             gpus: crate::gpu_sharing::pod_gpus(&a.pod),
-        });
-    }
-
-    /// Pods whose Permit wait ended: bound, or unreserved.
-    fn end_waits(&mut self) {
-        let mut rejected = false;
-        for fw in &self.scheduler.profiles {
-            for (a, end) in fw.waiting.take_decided(self.now) {
-                match end {
-                    WaitEnd::Allowed => self.bind(fw, a),
-                    WaitEnd::Rejected(reason) => {
-                        fw.unassume(&a, &mut self.cache, self.now, true);
-                        let profile = fw.scheduler_name().to_string();
-                        self.failed(&a.pod, reason, profile);
-                        rejected = true;
-                    }
-                }
-            }
-        }
-        if rejected {
-            self.futile_waits += 1;
-        }
+        };
+        self.report().scheduled.push(scheduled);
     }
 
     /// The report: pods left unscheduled with their last failure, plugin
@@ -536,9 +548,15 @@ impl<'a> Simulation<'a> {
                 .then(a.creation_ms.cmp(&b.creation_ms))
                 .then(a.key().cmp(&b.key()))
         });
+        let mut report = std::mem::take(&mut self.out.report);
         for pod in left {
-            let (message, profile) = self.last_failure.get(&pod.uid).cloned().unwrap_or_default();
-            self.report.unschedulable.push(UnschedulablePod {
+            let (message, profile) = self
+                .out
+                .last_failure
+                .get(&pod.uid)
+                .cloned()
+                .unwrap_or_default();
+            report.unschedulable.push(UnschedulablePod {
                 namespace: pod.namespace.clone(),
                 pod: pod.name.clone(),
                 message,
@@ -547,7 +565,7 @@ impl<'a> Simulation<'a> {
         }
         let mut gated: Vec<&Arc<Pod>> = self.cache.queue.gated_pods().collect();
         gated.sort_by_key(|p| p.key());
-        self.report.gated = gated
+        report.gated = gated
             .into_iter()
             .map(|p| GatedPod {
                 namespace: p.namespace.clone(),
@@ -555,14 +573,14 @@ impl<'a> Simulation<'a> {
                 gates: p.scheduling_gates.clone(),
             })
             .collect();
-        self.report.plugin_health = plugin_health(self.scheduler);
-        self.report.traffic = traffic(&self.cache.snapshot);
-        self.report.gpu_devices = crate::gpu_sharing::devices(&self.cache.snapshot);
-        if self.scheduler.pod_groups.enabled() {
-            self.report.pod_groups =
-                pod_groups::report(&self.scheduler.pod_groups, &self.cache.snapshot);
+        report.plugin_health = plugin_health(self.scheduler);
+        report.traffic = traffic(&self.cache.snapshot);
+        report.gpu_devices = crate::gpu_sharing::devices(&self.cache.snapshot);
+        for r in self.scheduler.plugin_reports(&self.cache) {
+            report.plugins.insert(r.key, r.json.clone());
+            report.plugin_tables.push(r);
         }
-        self.report
+        report
     }
 }
 

@@ -546,7 +546,7 @@ fn every_extension_point_of_a_kube_scheduler_file_is_read() {
         ),
         (
             format!("{KUBE_FILE}profiles:\n- schedulerName: s\n  plugins:\n    queueSort:\n      enabled: [{{name: Mine}}]\n"),
-            "profiles[0].plugins.queueSort.enabled[0].name: \"Mine\": the queue's plugins (PrioritySort, SchedulingGates) are built in",
+            "profiles[0].plugins.queueSort.enabled[0].name: plugin \"Mine\" does not implement QueueSort",
         ),
         (
             format!("{KUBE_FILE}profiles:\n- schedulerName: s\n  plugins:\n    bind:\n      enabled: [{{name: NodePorts}}]\n"),

@@ -7,10 +7,11 @@ use std::path::{Path, PathBuf};
 use k8s_openapi::api::core::v1 as k8s;
 use serde_json::{json, Value};
 
+use wasmsched::framework::plugins::coscheduling::report::GroupReport;
+use wasmsched::framework::plugins::coscheduling::{check_manifest, POD_GROUP_KIND};
 use wasmsched::manifest::Manifests;
-use wasmsched::model::pod_group::PodGroupObject;
-use wasmsched::model::{Node, Pod, PodGroup};
-use wasmsched::simulate::pod_groups::GroupReport;
+use wasmsched::manifest::PluginObject;
+use wasmsched::model::{Node, Pod};
 use wasmsched::{config, manifest, simulate};
 
 const GANG_CONFIG: &str = r#"
@@ -78,15 +79,20 @@ fn pod(name: &str, group: Option<&str>, gpus: u32, t: u32) -> Pod {
     Pod::from_k8s(&p).unwrap()
 }
 
-fn pod_group(name: &str, min: u32, t: u32, extra: Value) -> PodGroup {
+fn pod_group(name: &str, min: u32, t: u32, extra: Value) -> PluginObject {
     let mut v = json!({
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
         "metadata": {"name": name, "namespace": "ml",
             "creationTimestamp": format!("2026-01-01T00:{:02}:{:02}Z", t / 60, t % 60)},
         "spec": {"minMember": min}
     });
     merge(&mut v, extra);
-    let obj: PodGroupObject = serde_json::from_value(v).unwrap();
-    PodGroup::from_object(&obj).unwrap()
+    check_manifest(&v).unwrap();
+    PluginObject {
+        kind: POD_GROUP_KIND,
+        version: "v1alpha1",
+        value: v,
+    }
 }
 
 fn merge(a: &mut Value, b: Value) {
@@ -109,8 +115,12 @@ fn run(config_text: &str, seed: u64, m: Manifests) -> simulate::Report {
     .unwrap()
 }
 
-fn group<'a>(r: &'a simulate::Report, name: &str) -> &'a GroupReport {
-    r.pod_groups.iter().find(|g| g.name == name).unwrap()
+fn groups(r: &simulate::Report) -> Vec<GroupReport> {
+    r.plugin("pod_groups").unwrap_or_default()
+}
+
+fn group(r: &simulate::Report, name: &str) -> GroupReport {
+    groups(r).into_iter().find(|g| g.name == name).unwrap()
 }
 
 #[test]
@@ -129,7 +139,7 @@ fn two_gangs_that_cannot_both_fit_one_binds_whole_the_other_not_at_all() {
         let m = Manifests {
             nodes,
             pods,
-            pod_groups: vec![
+            objects: vec![
                 pod_group("a", 8, 0, json!({})),
                 pod_group("b", 8, 1, json!({})),
             ],
@@ -175,7 +185,7 @@ fn timeout_releases_every_reservation_for_other_pods() {
     let m = Manifests {
         nodes,
         pods,
-        pod_groups: vec![pod_group(
+        objects: vec![pod_group(
             "g",
             10,
             0,
@@ -217,7 +227,7 @@ fn scheduled_on_time_when_the_last_member_fits() {
     let m = Manifests {
         nodes,
         pods,
-        pod_groups: vec![pod_group("g", 10, 0, json!({}))],
+        objects: vec![pod_group("g", 10, 0, json!({}))],
         ..Default::default()
     };
     let r = run(GANG_CONFIG, 1, m);
@@ -236,12 +246,12 @@ fn without_coscheduling_pod_groups_are_ignored() {
     let m = Manifests {
         nodes,
         pods,
-        pod_groups: vec![pod_group("a", 16, 0, json!({}))],
+        objects: vec![pod_group("a", 16, 0, json!({}))],
         ..Default::default()
     };
     let r = run("profiles:\n- schedulerName: gpu-scheduler\n", 1, m);
     assert_eq!(r.scheduled.len(), 12, "placed one by one, partially");
-    assert!(r.pod_groups.is_empty());
+    assert!(groups(&r).is_empty());
 }
 
 /// A small deterministic generator (xorshift), so the property test needs
@@ -299,7 +309,7 @@ fn random_cluster(seed: u64) -> Manifests {
     Manifests {
         nodes,
         pods,
-        pod_groups: groups,
+        objects: groups,
         ..Default::default()
     }
 }
@@ -309,7 +319,7 @@ fn never_a_partial_group_and_required_groups_stay_in_one_domain() {
     let mut complete = 0;
     for seed in 0..24 {
         let r = run(NATIVE_GANG_CONFIG, seed, random_cluster(seed));
-        for g in &r.pod_groups {
+        for g in &groups(&r) {
             let min = g.min_member.unwrap();
             assert!(
                 g.scheduled == 0 || g.scheduled >= min,
@@ -340,7 +350,7 @@ fn the_gang_example_places_whole_groups_in_their_domains() {
     let file = config::load(&root().join("examples/gang/config.yaml")).unwrap();
     let scheduler = config::build(&file, &root().join("examples/gang"), 0).unwrap();
     let manifests = manifest::load(&[root().join("examples/gang")]).unwrap();
-    assert_eq!(manifests.pod_groups.len(), 6);
+    assert_eq!(manifests.objects.len(), 6);
     let nodes = manifests.nodes.len();
     let r = simulate::run(&scheduler, manifests, &simulate::Options::default()).unwrap();
     let llama = group(&r, "llama-pretrain");

@@ -9,3 +9,4 @@
 pub mod escape;
 pub mod framework;
 pub mod model;
+pub mod scheduler;

@@ -3,7 +3,6 @@
 //! output merged into the assumed pod, assume), so every pod sees the
 //! devices the earlier ones took. Reports pods/s and the GPUs left whole.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1 as k8s;
@@ -13,10 +12,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use crate::config;
-use crate::framework::{Attempt, Cache};
+use crate::framework::Cache;
 use crate::gpu_sharing;
 use crate::manifest::Manifests;
 use crate::model::{Node, Pod};
+use crate::scheduler::Collected;
 
 /// GPUs per node.
 pub const GPUS_PER_NODE: usize = 8;
@@ -162,7 +162,6 @@ pub fn run(
         std::path::Path::new("."),
         seed,
     )?;
-    let fw = &scheduler.profiles[0];
     let manifests = generate(nodes, pods, seed);
     let mut cache = Cache::default();
     for n in manifests.nodes {
@@ -172,17 +171,16 @@ pub fn run(
     let (mut scheduled, mut unschedulable) = (0, 0);
     let started = Instant::now();
     for pod in manifests.pods {
+        scheduler.pod_applied(&mut cache, pod, false, 0);
         let t = Instant::now();
-        match fw.schedule_pod(Arc::new(pod), &mut cache, 0, None) {
-            Attempt::Bind(a) => {
-                cache.finish_binding(&a.pod.uid, 0);
-                cache.pod_applied((*a.pod).clone(), false, |_| true, 0);
-                cache.snapshot.compact_log();
-                scheduled += 1;
-            }
-            _ => unschedulable += 1,
-        }
+        let mut out = Collected::default();
+        scheduler.schedule_one(&mut cache, 0, &mut out);
         latencies.push(t.elapsed());
+        for b in &out.binds {
+            scheduler.bind_at_once(&mut cache, b, 0);
+        }
+        scheduled += out.binds.len();
+        unschedulable += out.failures.len();
     }
     let elapsed = started.elapsed();
     latencies.sort();

@@ -12,8 +12,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use crate::config::{self, file};
-use crate::model::pod_group::{PodGroupObject, PREFERRED_TOPOLOGY, REQUIRED_TOPOLOGY};
-use crate::model::{Pod, PodGroup};
+use crate::framework::plugins::coscheduling::report::{GroupReport, REPORT_KEY};
+use crate::framework::plugins::coscheduling::{check_manifest, POD_GROUP_KIND};
+use crate::manifest::PluginObject;
+use crate::model::pod_group::{PREFERRED_TOPOLOGY, REQUIRED_TOPOLOGY};
+use crate::model::Pod;
 use crate::simulate;
 
 use super::{config_for, generate, peak_rss_mib, Scenario, Spec};
@@ -38,7 +41,7 @@ pub struct GangResult {
 
 /// `groups` PodGroups of `size` members; member `i` of every group is
 /// created before member `i + 1` of any, so groups arrive interleaved.
-fn workload(groups: usize, size: usize) -> (Vec<PodGroup>, Vec<Pod>) {
+fn workload(groups: usize, size: usize) -> (Vec<PluginObject>, Vec<Pod>) {
     let base = 1_767_225_600_000_i64; // 2026-01-01T00:00:00Z
     let time = |ms: i64| {
         k8s_openapi::jiff::Timestamp::from_millisecond(base + ms)
@@ -52,13 +55,18 @@ fn workload(groups: usize, size: usize) -> (Vec<PodGroup>, Vec<Pod>) {
             1 => json!({PREFERRED_TOPOLOGY: "topology.kubernetes.io/zone"}),
             _ => json!({}),
         };
-        let obj: PodGroupObject = serde_json::from_value(json!({
+        let value = json!({
+            "apiVersion": "scheduling.x-k8s.io/v1alpha1", "kind": "PodGroup",
             "metadata": {"name": format!("job-{g:04}"), "namespace": "bench",
                 "creationTimestamp": time(g as i64 * 1000), "annotations": annotations},
             "spec": {"minMember": size}
-        }))
-        .expect("generated PodGroup is well-formed");
-        out_groups.push(PodGroup::from_object(&obj).expect("generated PodGroup is valid"));
+        });
+        check_manifest(&value).expect("generated PodGroup is valid");
+        out_groups.push(PluginObject {
+            kind: POD_GROUP_KIND,
+            version: "v1alpha1",
+            value,
+        });
     }
     let mut pods = Vec::with_capacity(groups * size);
     for i in 0..size {
@@ -103,20 +111,19 @@ pub fn run(
     });
     let scheduler = config::build(&cfg, std::path::Path::new("."), spec.seed)?;
     let mut manifests = generate(Spec { pods: 0, ..spec });
-    let (pod_groups, pods) = workload(groups, size);
-    manifests.pod_groups = pod_groups;
+    let (objects, pods) = workload(groups, size);
+    manifests.objects = objects;
     manifests.pods = pods;
     let started = Instant::now();
     let report = simulate::run(&scheduler, manifests, &simulate::Options::default())?;
     let seconds = started.elapsed().as_secs_f64();
     let size32 = size as u32;
-    let complete = report
-        .pod_groups
+    let groups_report: Vec<GroupReport> = report.plugin(REPORT_KEY).unwrap_or_default();
+    let complete = groups_report
         .iter()
         .filter(|g| g.scheduled >= size32)
         .count();
-    let partial = report
-        .pod_groups
+    let partial = groups_report
         .iter()
         .filter(|g| g.scheduled > 0 && g.scheduled < size32)
         .count();

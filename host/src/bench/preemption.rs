@@ -7,16 +7,17 @@
 //! placed on its nominated node after its backoff. The cycle, queue,
 //! cache and nominations are the ones `simulate` and `run` use.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1 as k8s;
 use serde_json::json;
 
 use crate::config;
-use crate::framework::{Assumption, Attempt, Cache, Framework};
+use crate::config::Scheduler;
+use crate::framework::Cache;
 use crate::model::budget::Budgets;
 use crate::model::{Node, Pod};
+use crate::scheduler::Collected;
 
 use super::{config_for, BenchResult, Scenario, Spec};
 
@@ -76,35 +77,27 @@ struct Tally {
     latencies: Vec<Duration>,
 }
 
-/// Binds an assumed pod as the watch would confirm it.
-fn bind(fw: &Framework, cache: &mut Cache, a: &Assumption, now: u64) {
-    cache.finish_binding(&a.pod.uid, now);
-    cache.pod_applied((*a.pod).clone(), false, |_| true, now);
-    cache.snapshot.compact_log();
-    fw.bound(a);
-}
-
-/// One attempt; victims of a preemption leave at once.
-fn attempt(fw: &Framework, cache: &mut Cache, pod: Arc<Pod>, now: u64, t: &mut Tally) {
+/// One turn of the scheduler: a pod that fits is bound as the watch
+/// would confirm it; victims of a preemption leave at once. Returns
+/// whether a pod was attempted.
+fn turn(scheduler: &Scheduler, cache: &mut Cache, now: u64, t: &mut Tally) -> bool {
     let started = Instant::now();
-    let measured = pod.priority == 0;
-    match fw.schedule_pod(pod, cache, now, None) {
-        Attempt::Bind(a) => {
-            bind(fw, cache, &a, now);
-            t.measured += usize::from(measured);
+    let mut out = Collected::default();
+    if !scheduler.schedule_one(cache, now, &mut out) {
+        return false;
+    }
+    for b in &out.binds {
+        scheduler.bind_at_once(cache, b, now);
+        t.measured += usize::from(b.pod().priority == 0);
+    }
+    for (_, n) in &out.preemptions {
+        t.preemptions += 1;
+        for v in &n.victims {
+            scheduler.pod_deleted(cache, &v.uid, now);
         }
-        Attempt::Unschedulable {
-            nomination: Some(n),
-            ..
-        } => {
-            t.preemptions += 1;
-            for v in &n.victims {
-                cache.pod_deleted(&v.uid, now);
-            }
-        }
-        _ => {}
     }
     t.latencies.push(started.elapsed());
+    true
 }
 
 /// Runs the workload: `spec.nodes` nodes, `spec.pods` measured pods.
@@ -114,7 +107,6 @@ pub fn run(spec: Spec, workers: usize, progress: bool) -> anyhow::Result<BenchRe
         std::path::Path::new("."),
         spec.seed,
     )?;
-    let fw = &scheduler.profiles[0];
     let mut cache = cluster(&spec);
     let bar = super::progress_bar(progress, spec.pods, Scenario::Preemption, workers);
     let mut t = Tally::default();
@@ -127,18 +119,16 @@ pub fn run(spec: Spec, workers: usize, progress: bool) -> anyhow::Result<BenchRe
             cache.pod_applied(p, false, |_| true, now);
             churned += 1;
         }
-        match cache.pop(now) {
-            Some(pod) => {
-                let before = t.measured;
-                attempt(fw, &mut cache, pod, now, &mut t);
-                bar.inc((t.measured - before) as u64);
-            }
-            None => match cache.queue.next_backoff_ready() {
-                Some(ready) => std::thread::sleep(Duration::from_millis(
-                    ready.saturating_sub(now).clamp(1, CHURN_MS),
-                )),
-                None => break,
-            },
+        let before = t.measured;
+        if turn(&scheduler, &mut cache, now, &mut t) {
+            bar.inc((t.measured - before) as u64);
+            continue;
+        }
+        match scheduler.next_due(&cache) {
+            Some(ready) => std::thread::sleep(Duration::from_millis(
+                ready.saturating_sub(now).clamp(1, CHURN_MS),
+            )),
+            None => break,
         }
     }
     let elapsed = started.elapsed();
@@ -154,7 +144,7 @@ pub fn run(spec: Spec, workers: usize, progress: bool) -> anyhow::Result<BenchRe
             preemptions: t.preemptions,
             elapsed,
         },
-        fw,
+        &scheduler.profiles[0],
         t.latencies,
     ))
 }

@@ -74,27 +74,23 @@ pub fn load(path: &Path) -> Result<ConfigFile, ConfigError> {
     parse(&text).map_err(|e| err(format!("{}: {}", path.display(), e.field), e.cause))
 }
 
-/// Every profile, ready to schedule.
+/// Every profile, ready to schedule: the engine's [`crate::scheduler::Scheduler`]
+/// (which it dereferences to) and what the host built it from.
 pub struct Scheduler {
-    pub profiles: Vec<Framework>,
+    pub core: crate::scheduler::Scheduler,
     pub parallelism: usize,
     /// Compiled modules by plugin name (for `plugin` status output).
     pub modules: Vec<(String, Arc<PluginModule>)>,
     /// The wasm plugins each profile runs: (scheduler name, plugin), for
     /// hot reload.
     pub wasm: Vec<(String, Arc<WasmPlugin>)>,
-    /// PodGroups and their members, shared by every profile's plugins
-    /// (`simulate` and `run` feed it; enabled when a profile runs
-    /// Coscheduling).
-    pub pod_groups: Arc<crate::framework::PodGroups>,
 }
 
-impl Scheduler {
-    /// The profile serving `scheduler_name`.
-    pub fn profile(&self, scheduler_name: &str) -> Option<&Framework> {
-        self.profiles
-            .iter()
-            .find(|f| f.scheduler_name() == scheduler_name)
+impl std::ops::Deref for Scheduler {
+    type Target = crate::scheduler::Scheduler;
+
+    fn deref(&self) -> &Self::Target {
+        &self.core
     }
 }
 
@@ -212,6 +208,7 @@ pub fn build(file: &ConfigFile, base: &Path, seed: u64) -> Result<Scheduler, Con
                 .into_iter()
                 .map(|p| (pf.scheduler_name.clone(), p)),
         );
+        check_queue_sort(&built.profile, &frameworks, &field)?;
         frameworks.push(Framework::with_handle(
             built.profile,
             parallelism,
@@ -220,12 +217,44 @@ pub fn build(file: &ConfigFile, base: &Path, seed: u64) -> Result<Scheduler, Con
         ));
     }
     Ok(Scheduler {
-        pod_groups: base.pod_groups.clone(),
-        profiles: frameworks,
+        core: crate::scheduler::Scheduler::new(frameworks),
         parallelism,
         modules: modules.compiled(),
         wasm,
     })
+}
+
+/// One queue serves every profile, so at most one QueueSort other than
+/// PrioritySort may be configured (upstream requires the same QueueSort
+/// in every profile; a profile with PrioritySort beside one with
+/// Coscheduling is accepted here, as Coscheduling sorts pods outside pod
+/// groups as PrioritySort does).
+fn check_queue_sort(
+    profile: &crate::framework::Profile,
+    others: &[Framework],
+    field: &str,
+) -> Result<(), ConfigError> {
+    let name = |p: &crate::framework::Profile| {
+        p.queue_sort
+            .as_ref()
+            .map(|q| q.name().to_string())
+            .filter(|n| n != "PrioritySort")
+    };
+    let Some(this) = name(profile) else {
+        return Ok(());
+    };
+    for fw in others {
+        if let Some(theirs) = name(&fw.profile()).filter(|t| *t != this) {
+            return Err(err(
+                format!("{field}.plugins.queueSort"),
+                format!(
+                    "{this} differs from profile {:?}'s {theirs}: one queue serves every profile",
+                    fw.scheduler_name()
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The compiled deletion-cost policy `name` (the built-in `DeletionCost`

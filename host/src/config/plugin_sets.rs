@@ -16,6 +16,9 @@ pub struct ProfilePlan {
     pub scores: Vec<(String, i64)>,
     /// Plugins with neither Filter nor Score (Bind, Permit, ...).
     pub others: Vec<String>,
+    /// The QueueSort plugin `plugins.queueSort` names, if it names one
+    /// (else a member's other than PrioritySort, else PrioritySort).
+    pub queue_sort: Option<String>,
 }
 
 impl ProfilePlan {
@@ -98,15 +101,17 @@ pub fn resolve(
             )?;
         }
     }
+    if let Some(s) = &p.queue_sort {
+        queue_sort(&mut plan, s, &format!("{field}.plugins.queueSort"), modules)?;
+    }
     let others = [
-        ("preEnqueue", &p.pre_enqueue, None),
-        ("queueSort", &p.queue_sort, None),
-        ("postFilter", &p.post_filter, Some(Point::PostFilter)),
-        ("reserve", &p.reserve, Some(Point::Reserve)),
-        ("permit", &p.permit, Some(Point::Permit)),
-        ("preBind", &p.pre_bind, Some(Point::PreBind)),
-        ("bind", &p.bind, Some(Point::Bind)),
-        ("postBind", &p.post_bind, Some(Point::PostBind)),
+        ("preEnqueue", &p.pre_enqueue, Point::PreEnqueue),
+        ("postFilter", &p.post_filter, Point::PostFilter),
+        ("reserve", &p.reserve, Point::Reserve),
+        ("permit", &p.permit, Point::Permit),
+        ("preBind", &p.pre_bind, Point::PreBind),
+        ("bind", &p.bind, Point::Bind),
+        ("postBind", &p.post_bind, Point::PostBind),
     ];
     for (key, set, point) in others {
         if let Some(s) = set {
@@ -122,33 +127,46 @@ pub fn resolve(
     Ok(plan)
 }
 
-/// A set at a point other than Filter and Score. `point` `None`: the
-/// queue's (PreEnqueue, QueueSort), whose plugins are built in and can be
-/// named but not replaced or disabled.
+/// `plugins.queueSort`: one plugin sorts the queue. `disabled` may name
+/// `*` or the plugins it replaces; the last of `enabled` is the one.
+fn queue_sort(
+    plan: &mut ProfilePlan,
+    set: &PluginSet,
+    f: &str,
+    modules: &mut Modules,
+) -> Result<(), ConfigError> {
+    for (i, d) in set.disabled.iter().enumerate() {
+        if d.name != "*" && !implements(&d.name, Point::QueueSort, modules) {
+            return Err(err(
+                format!("{f}.disabled[{i}].name"),
+                format!("plugin {:?} does not implement QueueSort", d.name),
+            ));
+        }
+    }
+    for (i, e) in set.enabled.iter().enumerate() {
+        if !implements(&e.name, Point::QueueSort, modules) {
+            return Err(err(
+                format!("{f}.enabled[{i}].name"),
+                format!("plugin {:?} does not implement QueueSort", e.name),
+            ));
+        }
+        let (filter, score) = modules
+            .capabilities(&e.name)
+            .map_err(|c| err(format!("{f}.enabled[{i}].name"), c))?;
+        plan.add(&e.name, filter, score);
+        plan.queue_sort = Some(e.name.clone());
+    }
+    Ok(())
+}
+
+/// A set at a point other than Filter, Score and QueueSort.
 fn other_point(
     plan: &mut ProfilePlan,
     set: &PluginSet,
     f: &str,
-    point: Option<Point>,
+    point: Point,
     modules: &mut Modules,
 ) -> Result<(), ConfigError> {
-    let Some(point) = point else {
-        for (list, what) in [(&set.enabled, "enabled"), (&set.disabled, "disabled")] {
-            for (i, r) in list.iter().enumerate() {
-                if !registry::QUEUE_PLUGINS.contains(&r.name.as_str()) || what == "disabled" {
-                    return Err(err(
-                        format!("{f}.{what}[{i}].name"),
-                        format!(
-                            "{:?}: the queue's plugins ({}) are built in and always on",
-                            r.name,
-                            registry::QUEUE_PLUGINS.join(", ")
-                        ),
-                    ));
-                }
-            }
-        }
-        return Ok(());
-    };
     for (i, d) in set.disabled.iter().enumerate() {
         if d.name == "*" {
             let at_point: Vec<String> = plan

@@ -173,8 +173,10 @@ pub fn build(
         b.bundle(name, &format!("{field}.plugins ({name})"), modules)?;
     }
     enable_preparations(&mut profile, plan, &b.bundles);
-    for name in member_order(plan) {
+    let members = member_order(plan);
+    for name in &members {
         for point in [
+            Point::PreEnqueue,
             Point::PostFilter,
             Point::Reserve,
             Point::Permit,
@@ -182,9 +184,12 @@ pub fn build(
             Point::Bind,
             Point::PostBind,
         ] {
-            profile.enable(&b.bundles[&name], point, 0);
+            profile.enable(&b.bundles[name], point, 0);
         }
-        profile.add_advisor(&b.bundles[&name]);
+        profile.attach(&b.bundles[name]);
+    }
+    if let Some(name) = queue_sort_of(plan, &members, &b.bundles) {
+        profile.enable(&b.bundles[&name], Point::QueueSort, 0);
     }
     Ok(Built {
         profile,
@@ -227,6 +232,27 @@ fn enable_preparations(
     for name in scored {
         profile.enable(&bundles[name], Point::PreScore, 0);
     }
+}
+
+/// The plugin that sorts the queue: the one `plugins.queueSort` names,
+/// else a member's other than PrioritySort (Coscheduling's, enabled
+/// through `multiPoint`), else PrioritySort.
+fn queue_sort_of(
+    plan: &ProfilePlan,
+    members: &[String],
+    bundles: &HashMap<String, PluginBundle>,
+) -> Option<String> {
+    if let Some(name) = &plan.queue_sort {
+        return Some(name.clone());
+    }
+    let sorts = |n: &&String| bundles[n.as_str()].has(Point::QueueSort);
+    let default = registry::lookup("PrioritySort").map(|r| r.name);
+    members
+        .iter()
+        .filter(sorts)
+        .find(|n| Some(n.as_str()) != default)
+        .or_else(|| members.iter().find(sorts))
+        .cloned()
 }
 
 /// Each plugin of the plan once: Filter order, then Score, then others.

@@ -14,7 +14,7 @@ mod volumes;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod as K8sPod};
+use k8s_openapi::api::core::v1::{Binding as K8sBinding, ObjectReference, Pod as K8sPod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, PostParams};
 use kube::Client;
@@ -24,29 +24,10 @@ use super::client::Throttle;
 use super::events::{PodRef, Report};
 use super::node_lock::{self, NodeGates};
 use super::Shared;
-use crate::framework::{Assumption, BindAction};
-use crate::model::Pod;
-
-/// An assumed pod to bind: the binding cycle runs its actions (PreBind
-/// output, then the binding).
-#[derive(Debug)]
-pub struct BindRequest {
-    pub assumption: Box<Assumption>,
-    pub profile: String,
-    /// When its scheduling attempt started (for the attempt duration).
-    pub started: Instant,
-}
-
-impl BindRequest {
-    /// The pod with `node_name` set.
-    fn pod(&self) -> &Arc<Pod> {
-        &self.assumption.pod
-    }
-
-    fn node(&self) -> &str {
-        &self.assumption.placement.node
-    }
-}
+use crate::framework::plugins::hami_node_lock::LockNode;
+use crate::framework::plugins::volume::VolumeAction;
+use crate::framework::BindAction;
+use crate::scheduler::{Binding, BindingResult};
 
 /// How the bind call ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,13 +70,12 @@ pub struct Binder {
     /// widen the window in which a pod can be deleted after it was
     /// scheduled.
     pub delay: Duration,
-    /// Per-node gates of bindings that take a node lock
-    /// ([`BindAction::LockNode`]).
+    /// Per-node gates of bindings that take a node lock ([`LockNode`]).
     pub gates: NodeGates,
 }
 
 impl Binder {
-    pub async fn run(self, mut rx: mpsc::UnboundedReceiver<BindRequest>) {
+    pub async fn run(self, mut rx: mpsc::UnboundedReceiver<Binding>) {
         let limit = Arc::new(Semaphore::new(self.concurrency));
         let this = Arc::new(self);
         let mut locking = tokio::task::JoinSet::new();
@@ -125,7 +105,7 @@ impl Binder {
     /// A binding that takes its node's lock: waits its turn at the node's
     /// gate, then for the lock to look free in the cache, then binds in
     /// one of the binder's slots, still holding the gate.
-    async fn bind_locked(self: Arc<Self>, req: BindRequest, limit: Arc<Semaphore>) {
+    async fn bind_locked(self: Arc<Self>, req: Binding, limit: Arc<Semaphore>) {
         let gate = self.gates.gate(req.node());
         let _turn = gate.lock().await;
         if let Some(r) = self.wait_for_lock(&req).await {
@@ -139,7 +119,7 @@ impl Binder {
 
     /// Waits until the node's lock looks free in the cache (released, ours,
     /// expired, or its pod gone). `Some`: the binding ends without trying.
-    async fn wait_for_lock(&self, req: &BindRequest) -> Option<BindResult> {
+    async fn wait_for_lock(&self, req: &Binding) -> Option<BindResult> {
         let (annotation, expiry) = node_lock::wanted(&req.assumption.actions)?;
         let mut checked = None;
         loop {
@@ -175,7 +155,7 @@ impl Binder {
         }
     }
 
-    async fn bind(&self, req: BindRequest) {
+    async fn bind(&self, req: Binding) {
         if !self.delay.is_zero() {
             tokio::time::sleep(self.delay).await;
         }
@@ -184,83 +164,65 @@ impl Binder {
     }
 
     /// What the binding's end means for the cache, the metrics and events.
-    fn finish(&self, req: BindRequest, result: BindResult) {
+    fn finish(&self, req: Binding, result: BindResult) {
         let shared = &self.shared;
         let now = shared.now_ms();
-        let uid = &req.pod().uid;
         shared
             .metrics
             .bindings
             .with_label_values(&[result.as_str()])
             .inc();
         let elapsed = req.started.elapsed().as_secs_f64();
-        match result {
-            BindResult::Bound => {
-                shared.cache.lock().finish_binding(uid, now);
-                if let Some(fw) = shared.scheduler.profile(&req.profile) {
-                    fw.bound(&req.assumption);
-                }
-                shared
-                    .metrics
-                    .schedule_attempts
-                    .with_label_values(&["scheduled", &req.profile])
-                    .inc();
-                shared
-                    .metrics
-                    .attempt_duration
-                    .with_label_values(&["scheduled", &req.profile])
-                    .observe(elapsed);
-                shared
-                    .metrics
-                    .pod_attempts
-                    .observe(f64::from(req.assumption.attempts));
-                let _ = self.reports.send(Report::Scheduled {
-                    pod: PodRef::from(&**req.pod()),
-                    node: req.node().to_string(),
-                    profile: req.profile.clone(),
-                });
-            }
-            BindResult::Conflict | BindResult::Gone => {
-                if let Some(fw) = shared.scheduler.profile(&req.profile) {
-                    fw.unreserve(req.pod(), &req.assumption.state, req.node());
-                }
-                shared.cache.lock().forget(uid, now);
-            }
+        let outcome = match result {
+            BindResult::Bound => BindingResult::Bound,
+            BindResult::Conflict | BindResult::Gone => BindingResult::Dropped,
             BindResult::Abandoned | BindResult::Error | BindResult::NodeGone => {
-                let mut cache = shared.cache.lock();
-                match shared.scheduler.profile(&req.profile) {
-                    Some(fw) => fw.unassume(&req.assumption, &mut cache, now, false),
-                    None => {
-                        cache.forget(uid, now);
-                        cache.requeue(req.pod().clone(), now);
-                    }
-                }
-                drop(cache);
-                if result == BindResult::Error {
-                    shared
-                        .metrics
-                        .schedule_attempts
-                        .with_label_values(&["error", &req.profile])
-                        .inc();
-                    shared
-                        .metrics
-                        .attempt_duration
-                        .with_label_values(&["error", &req.profile])
-                        .observe(elapsed);
-                }
+                BindingResult::Retry
             }
+        };
+        let assumed = {
+            let mut cache = shared.cache.lock();
+            shared
+                .scheduler
+                .binding_finished(&mut cache, &req, outcome, now);
+            cache.assumed_count()
+        };
+        let counted = match result {
+            BindResult::Bound => Some("scheduled"),
+            BindResult::Error => Some("error"),
+            _ => None,
+        };
+        if let Some(label) = counted {
+            shared
+                .metrics
+                .schedule_attempts
+                .with_label_values(&[label, &req.profile])
+                .inc();
+            shared
+                .metrics
+                .attempt_duration
+                .with_label_values(&[label, &req.profile])
+                .observe(elapsed);
         }
-        shared
-            .metrics
-            .assumed_pods
-            .set(shared.cache.lock().assumed_count() as i64);
+        if result == BindResult::Bound {
+            shared
+                .metrics
+                .pod_attempts
+                .observe(f64::from(req.assumption.attempts));
+            let _ = self.reports.send(Report::Scheduled {
+                pod: PodRef::from(&**req.pod()),
+                node: req.node().to_string(),
+                profile: req.profile.clone(),
+            });
+        }
+        shared.metrics.assumed_pods.set(assumed as i64);
         shared.wake.notify_all();
     }
 
     /// Runs the binding cycle's actions in order (consecutive pod patches
     /// as one); the first that does not succeed ends it, releasing a node
     /// lock taken before.
-    async fn call(&self, req: &BindRequest) -> BindResult {
+    async fn call(&self, req: &Binding) -> BindResult {
         let actions = &req.assumption.actions;
         let mut written = volumes::Written::default();
         let mut locked: Option<&str> = None;
@@ -274,20 +236,22 @@ impl Binder {
                 continue;
             }
             r = match &actions[i] {
-                BindAction::LockNode { annotation, expiry } => {
-                    let r = self.lock_node(req, annotation, *expiry).await;
-                    if r == BindResult::Bound {
-                        locked = Some(annotation);
-                    }
-                    r
-                }
                 BindAction::Bind => self.bind_call(req).await,
-                action @ (BindAction::BindVolume { .. }
-                | BindAction::SelectNode { .. }
-                | BindAction::WaitForVolumes { .. }) => {
-                    self.volume_action(req, action, &mut written).await
-                }
                 BindAction::PatchPod { .. } | BindAction::StampPod { .. } => BindResult::Bound,
+                BindAction::Plugin(a) => {
+                    if let Some(lock) = a.get::<LockNode>() {
+                        let r = self.lock_node(req, &lock.annotation, lock.expiry).await;
+                        if r == BindResult::Bound {
+                            locked = Some(&lock.annotation);
+                        }
+                        r
+                    } else if let Some(v) = a.get::<VolumeAction>() {
+                        self.volume_action(req, v, &mut written).await
+                    } else {
+                        tracing::error!(pod = %req.pod().key(), action = ?a, "no executor for this binding step; the pod is retried");
+                        BindResult::Error
+                    }
+                }
             };
             i += 1;
         }
@@ -300,8 +264,8 @@ impl Binder {
         r
     }
 
-    /// [`BindAction::LockNode`].
-    async fn lock_node(&self, req: &BindRequest, annotation: &str, expiry: Duration) -> BindResult {
+    /// HAMiNodeLock's [`LockNode`] step.
+    async fn lock_node(&self, req: &Binding, annotation: &str, expiry: Duration) -> BindResult {
         if let Some(r) = self.still_valid(req) {
             return r;
         }
@@ -323,7 +287,7 @@ impl Binder {
 
     /// Leadership and the assumption still hold (checked right before each
     /// write).
-    fn still_valid(&self, req: &BindRequest) -> Option<BindResult> {
+    fn still_valid(&self, req: &Binding) -> Option<BindResult> {
         if !self.shared.leadership.leading() {
             return Some(BindResult::Abandoned);
         }
@@ -343,7 +307,7 @@ impl Binder {
     /// PreBind output: merges labels and annotations into the pod.
     async fn patch_pod(
         &self,
-        req: &BindRequest,
+        req: &Binding,
         labels: &[(String, String)],
         annotations: &[(String, String)],
     ) -> BindResult {
@@ -379,7 +343,7 @@ impl Binder {
     }
 
     /// `pods/binding`.
-    async fn bind_call(&self, req: &BindRequest) -> BindResult {
+    async fn bind_call(&self, req: &Binding) -> BindResult {
         let pod = req.pod();
         let check = || self.still_valid(req);
         if let Some(r) = check() {
@@ -389,7 +353,7 @@ impl Binder {
         if let Some(r) = check() {
             return r;
         }
-        let binding = Binding {
+        let binding = K8sBinding {
             metadata: ObjectMeta {
                 name: Some(pod.name.clone()),
                 namespace: Some(pod.namespace.clone()),

@@ -90,13 +90,10 @@ pub async fn watch_pods(
                         if let Err(e) = shared.priority_classes.read().resolve(&mut pod) {
                             tracing::warn!(pod = %pod.key(), error = %e, "priority 0 assumed");
                         }
-                        if shared.scheduler.pod_groups.enabled() {
-                            shared.scheduler.pod_groups.apply_pod(&pod, terminating);
-                        }
-                        let update = shared.cache.lock().pod_applied(
+                        let update = shared.scheduler.pod_applied(
+                            &mut shared.cache.lock(),
                             pod,
                             terminating,
-                            |name| shared.served(name),
                             now,
                         );
                         use crate::framework::cache::PodUpdate;
@@ -143,16 +140,9 @@ pub async fn watch_pods(
             }
             Ok(Event::InitDone) => {
                 if let Some(seen) = relist.take() {
-                    for fw in &shared.scheduler.profiles {
-                        for uid in fw.waiting.uids() {
-                            if !seen.contains(&uid) {
-                                super::pod_groups::pod_gone(&shared, &uid);
-                                shared.cache.lock().forget(&uid, now);
-                            }
-                        }
-                    }
-                    shared.scheduler.pod_groups.retain_pods(&seen);
-                    let gone = shared.cache.lock().retain_pods(&seen, now);
+                    let gone = shared
+                        .scheduler
+                        .pods_relisted(&mut shared.cache.lock(), &seen, now);
                     if gone > 0 {
                         tracing::info!(gone, "pods deleted while the watch was down");
                     }
@@ -163,8 +153,10 @@ pub async fn watch_pods(
             Ok(Event::Delete(p)) => {
                 if let Some(uid) = p.metadata.uid.clone() {
                     invalid.remove(&uid);
-                    super::pod_groups::pod_gone(&shared, &uid);
-                    if shared.cache.lock().pod_deleted(&uid, now) {
+                    if shared
+                        .scheduler
+                        .pod_deleted(&mut shared.cache.lock(), &uid, now)
+                    {
                         shared.wake.notify_all();
                     }
                     let _ = reports.send(Report::Deleted { uid });

@@ -27,7 +27,7 @@ pub mod leader;
 pub mod metrics;
 pub mod namespace_watch;
 pub mod node_lock;
-pub mod pod_groups;
+pub mod object_watch;
 pub mod policy_watch;
 pub mod preemption;
 pub mod scheduling;
@@ -59,8 +59,8 @@ pub struct Shared {
     pub stopping: AtomicBool,
     pub nodes_synced: AtomicBool,
     pub pods_synced: AtomicBool,
-    /// PodGroups listed (always true when no profile runs Coscheduling).
-    pub pod_groups_synced: AtomicBool,
+    /// The kinds plugins read (PodGroups, ...) listed once.
+    pub objects_synced: object_watch::Synced,
     /// PodDisruptionBudgets listed once (kube-scheduler also waits for
     /// every informer before its first cycle: a pod tried earlier would
     /// get a different PostFilter verdict).
@@ -87,7 +87,7 @@ impl Shared {
         leadership: Arc<Leadership>,
     ) -> Arc<Self> {
         Arc::new(Self {
-            cache: Mutex::new(Cache::default()),
+            cache: Mutex::new(scheduler.new_cache()),
             wake: Condvar::new(),
             scheduler,
             metrics,
@@ -95,7 +95,7 @@ impl Shared {
             stopping: AtomicBool::new(false),
             nodes_synced: AtomicBool::new(false),
             pods_synced: AtomicBool::new(false),
-            pod_groups_synced: AtomicBool::new(true),
+            objects_synced: Default::default(),
             budgets_synced: AtomicBool::new(false),
             namespaces_synced: AtomicBool::new(false),
             workloads_synced: Default::default(),
@@ -118,7 +118,7 @@ impl Shared {
     pub fn synced(&self) -> bool {
         self.nodes_synced.load(Ordering::Acquire)
             && self.pods_synced.load(Ordering::Acquire)
-            && self.pod_groups_synced.load(Ordering::Acquire)
+            && self.objects_synced.all()
             && self.budgets_synced.load(Ordering::Acquire)
             && self.namespaces_synced.load(Ordering::Acquire)
             && self.workloads_synced.all()
@@ -381,7 +381,7 @@ impl Watches {
         throttle: &client::Throttle,
         reports: &mpsc::UnboundedSender<events::Report>,
     ) -> Self {
-        let mut tasks = pod_groups::start(shared, client, throttle.clone());
+        let mut tasks = object_watch::start(shared, client, throttle.clone());
         tasks.push(tokio::spawn(informer::watch_nodes(
             shared.clone(),
             client.clone(),

@@ -1,4 +1,4 @@
-//! Node locks for [`BindAction::LockNode`]: HAMi's `nodelock`
+//! Node locks for HAMiNodeLock's [`LockNode`] step: HAMi's `nodelock`
 //! (`pkg/util/nodelock/nodelock.go`). The lock is a node annotation,
 //! `<RFC3339 time>,<namespace>,<pod>`, set with a resourceVersion-guarded
 //! merge patch; HAMi's device plugin releases it once it has allocated the
@@ -19,6 +19,7 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::Client;
 use parking_lot::Mutex;
 
+use crate::framework::plugins::hami_node_lock::LockNode;
 use crate::framework::BindAction;
 use crate::model::Pod;
 
@@ -34,10 +35,10 @@ const PATCH_ATTEMPTS: u32 = 5;
 
 /// The lock a binding takes, from its actions.
 pub fn wanted(actions: &[BindAction]) -> Option<(&str, Duration)> {
-    actions.iter().find_map(|a| match a {
-        BindAction::LockNode { annotation, expiry } => Some((annotation.as_str(), *expiry)),
-        _ => None,
-    })
+    actions
+        .iter()
+        .find_map(BindAction::get::<LockNode>)
+        .map(|l| (l.annotation.as_str(), l.expiry))
 }
 
 /// Per-node FIFO gates: one binding per node waits for, takes and uses

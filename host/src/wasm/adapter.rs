@@ -23,7 +23,7 @@ use crate::model::Pod;
 
 use super::bindings::types as wit;
 use super::error::PluginFailure;
-use super::plugin::{check_scores, FailurePolicy, WasmPlugin, ALL};
+use super::plugin::{check_scores, CallError, FailurePolicy, WasmPlugin, ALL};
 
 /// The extension points `plugin` takes part in, by its exports.
 pub fn bundle(plugin: Arc<WasmPlugin>) -> PluginBundle {
@@ -124,8 +124,8 @@ impl PreFilterPlugin for WasmPlugin {
         state: &mut CycleState,
     ) -> Result<Decision, Rejection> {
         let plan = match self.cycle_start(ctx.snapshot, ctx.cycle, ctx.pod) {
-            Ok(Ok(plan)) => plan,
-            Ok(Err(reason)) => return Err(Rejection::unresolvable(reason)),
+            Ok(plan) => plan,
+            Err(CallError::Refused(reason)) => return Err(Rejection::unresolvable(reason)),
             // A failing plugin is dealt with per node (Fail) or skipped
             // (Ignore) by Filter and Score, which retry on a fresh
             // instance; here it must not decide the pod's fate alone.
@@ -209,7 +209,7 @@ impl FilterPlugin for WasmPlugin {
             None => self.call_filter(ctx.snapshot, ctx.cycle, ctx.pod, &idx),
         };
         match verdicts {
-            Ok(Ok(verdicts)) => {
+            Ok(verdicts) => {
                 for (o, v) in out.iter_mut().zip(verdicts) {
                     *o = v.map(|r| Rejection {
                         reasons: vec![r.reason],
@@ -217,8 +217,8 @@ impl FilterPlugin for WasmPlugin {
                     });
                 }
             }
-            Ok(Err(pod_reason)) => reject_all(out, &pod_reason),
-            Err(failure) => {
+            Err(CallError::Refused(pod_reason)) => reject_all(out, &pod_reason),
+            Err(CallError::Failed(failure)) => {
                 if let Some(msg) = self.on_failure(&cycle.trouble, &failure) {
                     *cycle.trouble.failed.lock() = Some(msg.clone());
                     reject_all(out, &msg);
@@ -274,9 +274,11 @@ impl ScorePlugin for WasmPlugin {
         let cycle = self.cycle_of(state);
         let idx: Vec<u32> = nodes.iter().map(|n| n.index).collect();
         let raw = match self.call_score(ctx.snapshot, ctx.cycle, ctx.pod, &idx) {
-            Ok(Ok(v)) => v,
-            Ok(Err(reason)) => return Err(PluginError(format!("refused the pod: {reason}"))),
-            Err(f) => return self.score_failure(&cycle, &f),
+            Ok(v) => v,
+            Err(CallError::Refused(reason)) => {
+                return Err(PluginError(format!("refused the pod: {reason}")))
+            }
+            Err(CallError::Failed(f)) => return self.score_failure(&cycle, &f),
         };
         out.copy_from_slice(&raw);
         Ok(Decision::Run)
@@ -292,10 +294,12 @@ impl ScorePlugin for WasmPlugin {
         let cycle = self.cycle_of(state);
         let idx: Vec<u32> = nodes.iter().map(|n| n.index).collect();
         match self.call_normalize(ctx.snapshot, ctx.cycle, ctx.pod, &idx, scores) {
-            Ok(Ok(Some(v))) => scores.copy_from_slice(&v),
-            Ok(Ok(None)) => {}
-            Ok(Err(reason)) => return Err(PluginError(format!("refused the pod: {reason}"))),
-            Err(f) => return self.score_failure(&cycle, &f),
+            Ok(Some(v)) => scores.copy_from_slice(&v),
+            Ok(None) => {}
+            Err(CallError::Refused(reason)) => {
+                return Err(PluginError(format!("refused the pod: {reason}")))
+            }
+            Err(CallError::Failed(f)) => return self.score_failure(&cycle, &f),
         }
         if let Err(f) = check_scores(scores) {
             self.record_failure(&f);
@@ -335,7 +339,7 @@ impl ReservePlugin for WasmPlugin {
         node: &NodeInfo,
     ) -> Result<(), PluginError> {
         match self.call_reserve(ctx.snapshot, ctx.cycle, ctx.pod, node.index) {
-            Ok(Ok(Ok(patch))) => {
+            Ok(patch) => {
                 let r = Reservation {
                     node: node.index,
                     patch,
@@ -343,8 +347,8 @@ impl ReservePlugin for WasmPlugin {
                 state.write(&self.reservation_key(), r);
                 Ok(())
             }
-            Ok(Ok(Err(reason))) | Ok(Err(reason)) => Err(PluginError(reason)),
-            Err(f) => self.late_failure(&f),
+            Err(CallError::Refused(reason)) => Err(PluginError(reason)),
+            Err(CallError::Failed(f)) => self.late_failure(&f),
         }
     }
 
@@ -386,9 +390,9 @@ impl PermitPlugin for WasmPlugin {
         node: &NodeInfo,
     ) -> Result<Permit, PluginError> {
         let result = match self.call_permit(ctx.snapshot, ctx.cycle, ctx.pod, node.index) {
-            Ok(Ok(r)) => r,
-            Ok(Err(reason)) => return Ok(Permit::Reject(reason)),
-            Err(f) => return self.late_failure(&f).map(|_| Permit::Allow),
+            Ok(r) => r,
+            Err(CallError::Refused(reason)) => return Ok(Permit::Reject(reason)),
+            Err(CallError::Failed(f)) => return self.late_failure(&f).map(|_| Permit::Allow),
         };
         for uid in &result.allow_waiting {
             self.handle.waiting.allow(uid, &self.name);

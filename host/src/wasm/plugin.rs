@@ -63,9 +63,25 @@ impl PluginStats {
     }
 }
 
-/// What a call into a plugin yields for the pod's cycle: the plugin's
-/// answer, or its refusal of the pod (`cycle-start` returned an error).
-pub type Verdict<T> = Result<T, String>;
+/// Why a call into a plugin gave no answer.
+#[derive(Debug)]
+pub enum CallError {
+    /// The plugin refused the pod: `cycle-start`, or the call itself
+    /// (Reserve, a deletion cost), returned an error result.
+    Refused(String),
+    /// The plugin failed (a trap, its deadline, its memory cap, a bad
+    /// result); its instance was replaced.
+    Failed(PluginFailure),
+}
+
+impl From<PluginFailure> for CallError {
+    fn from(f: PluginFailure) -> Self {
+        Self::Failed(f)
+    }
+}
+
+/// What a call into a plugin yields.
+pub type CallResult<T> = Result<T, CallError>;
 
 /// A wasm plugin ready to take part in scheduling cycles.
 pub struct WasmPlugin {
@@ -162,12 +178,12 @@ impl WasmPlugin {
         &self,
         snapshot: &Snapshot,
         cycle: Option<(u64, &Pod)>,
-        f: impl FnOnce(&mut Instance) -> Result<R, PluginFailure>,
-    ) -> Result<Verdict<R>, PluginFailure> {
+        f: impl FnOnce(&mut Instance) -> CallResult<R>,
+    ) -> CallResult<R> {
         let slot = &self.slots[current_slot() % self.slots.len()];
         let mut guard = slot.lock();
         let result = self.run(&mut guard, snapshot, cycle, f);
-        if let Err(failure) = &result {
+        if let Err(CallError::Failed(failure)) = &result {
             *guard = None;
             self.stats.record(failure);
             tracing::warn!(plugin = %self.name, %failure, "plugin call failed; its instance is replaced");
@@ -216,21 +232,19 @@ impl WasmPlugin {
         slot: &mut Option<Instance>,
         snapshot: &Snapshot,
         cycle: Option<(u64, &Pod)>,
-        f: impl FnOnce(&mut Instance) -> Result<R, PluginFailure>,
-    ) -> Result<Verdict<R>, PluginFailure> {
+        f: impl FnOnce(&mut Instance) -> CallResult<R>,
+    ) -> CallResult<R> {
         self.sync(slot, snapshot)?;
         let inst = slot.as_mut().expect("sync leaves an instance");
         if let Some((id, pod)) = cycle {
             if inst.cycle.map(|(c, _)| c) != Some(id) {
                 inst.cycle = None;
                 let record = convert::pod(pod, &inst.interests);
-                match inst.cycle_start(&record)? {
-                    Ok(plan) => inst.cycle = Some((id, plan)),
-                    Err(reason) => return Ok(Err(reason)),
-                }
+                let plan = inst.cycle_start(&record)?.map_err(CallError::Refused)?;
+                inst.cycle = Some((id, plan));
             }
         }
-        f(inst).map(Ok)
+        f(inst)
     }
 
     /// PreFilter/PreScore: starts the pod's cycle on this thread's
@@ -240,7 +254,7 @@ impl WasmPlugin {
         snapshot: &Snapshot,
         cycle: u64,
         pod: &Pod,
-    ) -> Result<Verdict<wit::CyclePlan>, PluginFailure> {
+    ) -> CallResult<wit::CyclePlan> {
         self.with_instance(snapshot, Some((cycle, pod)), |i| {
             Ok(i.cycle.map_or(ALL, |(_, plan)| plan))
         })
@@ -252,8 +266,8 @@ impl WasmPlugin {
         cycle: u64,
         pod: &Pod,
         nodes: &[u32],
-    ) -> Result<Verdict<Vec<Option<wit::Rejection>>>, PluginFailure> {
-        self.with_instance(snapshot, Some((cycle, pod)), |i| i.filter(nodes))
+    ) -> CallResult<Vec<Option<wit::Rejection>>> {
+        self.with_instance(snapshot, Some((cycle, pod)), |i| Ok(i.filter(nodes)?))
     }
 
     pub fn call_score(
@@ -262,8 +276,8 @@ impl WasmPlugin {
         cycle: u64,
         pod: &Pod,
         nodes: &[u32],
-    ) -> Result<Verdict<Vec<i64>>, PluginFailure> {
-        self.with_instance(snapshot, Some((cycle, pod)), |i| i.score(nodes))
+    ) -> CallResult<Vec<i64>> {
+        self.with_instance(snapshot, Some((cycle, pod)), |i| Ok(i.score(nodes)?))
     }
 
     /// NormalizeScore; `None` when the plugin does not export it.
@@ -274,8 +288,10 @@ impl WasmPlugin {
         pod: &Pod,
         nodes: &[u32],
         scores: &[i64],
-    ) -> Result<Verdict<Option<Vec<i64>>>, PluginFailure> {
-        self.with_instance(snapshot, Some((cycle, pod)), |i| i.normalize(nodes, scores))
+    ) -> CallResult<Option<Vec<i64>>> {
+        self.with_instance(snapshot, Some((cycle, pod)), |i| {
+            Ok(i.normalize(nodes, scores)?)
+        })
     }
 
     /// Reserve and PreBind output for the cycle's pod on `node`.
@@ -285,8 +301,10 @@ impl WasmPlugin {
         cycle: u64,
         pod: &Pod,
         node: u32,
-    ) -> Result<Verdict<Result<wit::PodPatch, String>>, PluginFailure> {
-        self.with_instance(snapshot, Some((cycle, pod)), |i| i.reserve(node))
+    ) -> CallResult<wit::PodPatch> {
+        self.with_instance(snapshot, Some((cycle, pod)), |i| {
+            i.reserve(node)?.map_err(CallError::Refused)
+        })
     }
 
     pub fn call_permit(
@@ -295,8 +313,8 @@ impl WasmPlugin {
         cycle: u64,
         pod: &Pod,
         node: u32,
-    ) -> Result<Verdict<wit::PermitResult>, PluginFailure> {
-        self.with_instance(snapshot, Some((cycle, pod)), |i| i.permit(node))
+    ) -> CallResult<wit::PermitResult> {
+        self.with_instance(snapshot, Some((cycle, pod)), |i| Ok(i.permit(node)?))
     }
 
     pub fn call_post_filter(
@@ -305,8 +323,10 @@ impl WasmPlugin {
         cycle: u64,
         pod: &Pod,
         candidates: &[wit::Candidate],
-    ) -> Result<Verdict<Option<wit::PreemptionAdvice>>, PluginFailure> {
-        self.with_instance(snapshot, Some((cycle, pod)), |i| i.post_filter(candidates))
+    ) -> CallResult<Option<wit::PreemptionAdvice>> {
+        self.with_instance(snapshot, Some((cycle, pod)), |i| {
+            Ok(i.post_filter(candidates)?)
+        })
     }
 
     /// The deletion cost of a pod (no cycle; the instance is brought up to
@@ -317,10 +337,10 @@ impl WasmPlugin {
         pod: &wit::PodStatus,
         metrics: &[(String, f64)],
     ) -> Result<Option<i32>, PluginFailure> {
-        match self.with_instance(snapshot, None, |i| i.deletion_cost(pod, metrics)) {
-            Ok(Ok(cost)) => Ok(cost),
-            Ok(Err(reason)) => Err(PluginFailure::new(FailureKind::Plugin, reason)),
-            Err(f) => Err(f),
+        match self.with_instance(snapshot, None, |i| Ok(i.deletion_cost(pod, metrics)?)) {
+            Ok(cost) => Ok(cost),
+            Err(CallError::Refused(reason)) => Err(PluginFailure::new(FailureKind::Plugin, reason)),
+            Err(CallError::Failed(f)) => Err(f),
         }
     }
 

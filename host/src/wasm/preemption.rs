@@ -20,8 +20,7 @@ use crate::model::Pod;
 
 use super::bindings::types as wit;
 use super::convert;
-use super::error::PluginFailure;
-use super::plugin::{FailurePolicy, Verdict, WasmPlugin};
+use super::plugin::{CallError, CallResult, FailurePolicy, WasmPlugin};
 
 /// The pods a what-if evaluation has moved, relative to the snapshot.
 #[derive(Clone, Default)]
@@ -108,21 +107,20 @@ impl WasmPlugin {
         ctx: &CycleContext,
         overlay: &Overlay,
         nodes: &[u32],
-    ) -> Result<Verdict<Vec<Option<wit::Rejection>>>, PluginFailure> {
+    ) -> CallResult<Vec<Option<wit::Rejection>>> {
         let (forward, back) = (overlay.forward(), overlay.back());
-        let result = self.with_instance(ctx.snapshot, None, |inst| {
+        self.with_instance(ctx.snapshot, None, |inst| {
             inst.apply(&convert::deltas(&forward, &inst.interests), false)?;
             inst.cycle = None;
             let record = convert::pod(ctx.pod, &inst.interests);
             let out = match inst.cycle_start(&record)? {
                 Ok(plan) if !plan.filter => Ok(vec![None; nodes.len()]),
                 Ok(_) => Ok(inst.filter(nodes)?),
-                Err(reason) => Err(reason),
+                Err(reason) => Err(CallError::Refused(reason)),
             };
             inst.apply(&convert::deltas(&back, &inst.interests), false)?;
-            Ok(out)
-        });
-        result.map(|v| v.and_then(|x| x))
+            out
+        })
     }
 }
 
@@ -157,17 +155,17 @@ impl PreemptionAdvisor for WasmPlugin {
                 .iter()
                 .map(|c| candidate(c, &inst.interests))
                 .collect();
-            inst.post_filter(&records)
+            Ok(inst.post_filter(&records)?)
         });
         match advice {
-            Ok(Ok(Some(a))) => Ok(Some(Advice {
+            Ok(Some(a)) => Ok(Some(Advice {
                 vetoed: a.vetoed,
                 ranking: a.ranking,
             })),
             // No export, or the plugin refused the pod at cycle-start
             // (which its Filter already said): no opinion.
-            Ok(Ok(None)) | Ok(Err(_)) => Ok(None),
-            Err(f) => match self.failure_policy() {
+            Ok(None) | Err(CallError::Refused(_)) => Ok(None),
+            Err(CallError::Failed(f)) => match self.failure_policy() {
                 FailurePolicy::Ignore => {
                     self.count_skip();
                     Ok(None)

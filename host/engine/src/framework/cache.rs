@@ -53,6 +53,14 @@ pub struct Cache {
 }
 
 impl Cache {
+    /// An empty cache whose pods wait in `queue`.
+    pub fn new(queue: SchedulingQueue) -> Self {
+        Self {
+            queue,
+            ..Self::default()
+        }
+    }
+
     /// Adds or updates a node. Returns false when nothing that matters for
     /// scheduling changed (a status heartbeat).
     pub fn node_applied(&mut self, node: Node, now_ms: u64) -> bool {

@@ -5,10 +5,12 @@
 pub use super::context::CycleContext;
 pub use super::plugin::Plugin;
 pub use super::points::{
-    BindAction, BindPlugin, FilterPlugin, FilterRunner, Filtered, Nomination, Permit, PermitPlugin,
-    PostBindPlugin, PostFilterPlugin, PostFilterResult, PreBindPlugin, PreFilterPlugin,
-    PreScorePlugin, ReservePlugin, ScorePlugin,
+    BindAction, BindPlugin, FilterPlugin, FilterRunner, Filtered, InformerPlugin, Nomination,
+    Permit, PermitPlugin, PostBindPlugin, PostFilterPlugin, PostFilterResult, PreBindPlugin,
+    PreEnqueuePlugin, PreFilterPlugin, PreScorePlugin, QueueSortPlugin, ReservePlugin, ScorePlugin,
+    SortKey,
 };
 pub use super::status::{
-    default_normalize, Decision, PluginError, PluginHealth, Rejection, MAX_NODE_SCORE,
+    default_normalize, Decision, PluginError, PluginHealth, Rejection, SchedulingError,
+    MAX_NODE_SCORE,
 };

@@ -6,6 +6,7 @@
 
 pub mod advisor;
 pub mod assumption;
+pub mod binding_cycle;
 pub mod cache;
 pub mod clock;
 pub mod context;
@@ -13,23 +14,25 @@ pub mod cycle;
 pub mod cycle_state;
 pub mod explain;
 pub mod fit_error;
+pub mod handle;
 pub mod interface;
 pub mod node_info;
 pub mod nominated;
 pub mod nominator;
+pub mod objects;
 pub mod plugin;
 pub mod plugins;
 pub mod points;
 pub mod profile;
 pub mod queue;
 pub mod registry;
-pub mod schedule_one;
 pub mod status;
 pub mod timings;
 pub mod volumes;
 pub mod waiting;
 
 pub use advisor::{Advice, Candidate, PreemptionAdvisor, Victim};
+pub use binding_cycle::{Assumption, Refusal};
 pub use cache::Cache;
 pub use clock::Clock;
 pub use cycle::{CycleResult, Framework, Outcome, Placement};
@@ -41,13 +44,12 @@ pub use explain::{
 pub use fit_error::FitError;
 pub use interface::{
     BindAction, BindPlugin, CycleContext, Decision, FilterPlugin, FilterRunner, Filtered,
-    Nomination, Permit, PermitPlugin, Plugin, PluginError, PluginHealth, PostBindPlugin,
-    PostFilterPlugin, PostFilterResult, PreBindPlugin, PreFilterPlugin, PreScorePlugin, Rejection,
-    ReservePlugin, ScorePlugin, MAX_NODE_SCORE,
+    InformerPlugin, Nomination, Permit, PermitPlugin, Plugin, PluginError, PluginHealth,
+    PostBindPlugin, PostFilterPlugin, PostFilterResult, PreBindPlugin, PreEnqueuePlugin,
+    PreFilterPlugin, PreScorePlugin, QueueSortPlugin, Rejection, ReservePlugin, SchedulingError,
+    ScorePlugin, SortKey, MAX_NODE_SCORE,
 };
 pub use node_info::{Change, NodeInfo, Snapshot};
-pub use plugins::coscheduling::PodGroups;
 pub use profile::{PluginBundle, Point, Profile, WeightedScore};
-pub use schedule_one::{Assumption, Attempt};
 pub use timings::TimingSink;
 pub use waiting::{WaitEnd, WaitingPods};

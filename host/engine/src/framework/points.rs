@@ -3,7 +3,7 @@
 //! wasm component (through its adapter in the host crate) look the same
 //! here.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,7 +14,8 @@ use super::context::CycleContext;
 use super::cycle_state::CycleState;
 use super::explain::PreemptionExplanation;
 use super::fit_error::FitError;
-use super::node_info::NodeInfo;
+use super::node_info::{NodeInfo, Snapshot};
+use super::objects::{ApiKind, ObjectEvent, PluginReport, StatusWrite};
 use super::plugin::Plugin;
 use super::status::{Decision, PluginError, Rejection};
 
@@ -69,6 +70,88 @@ pub trait PreFilterPlugin: Plugin {
         _node: &NodeInfo,
     ) -> Result<(), PluginError> {
         Ok(())
+    }
+}
+
+/// Where a pod sorts among pods of the same priority: older `time_ms`
+/// first, then `group` (so that pods sharing a key are popped together),
+/// then FIFO.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct SortKey {
+    pub time_ms: i64,
+    pub group: String,
+}
+
+/// QueueSort (upstream's `QueueSortPlugin.Less`), as a key: pods sort by
+/// priority, then by this key. One per scheduler (every profile names
+/// the same): PrioritySort keeps the pod's creation time; Coscheduling
+/// sorts a pod group's members by the group's creation time and name, so
+/// a group is not interleaved with other pods.
+pub trait QueueSortPlugin: Plugin {
+    /// `None`: the pod's own creation time.
+    fn sort_key(&self, pod: &Pod) -> Option<SortKey>;
+}
+
+/// PreEnqueue (upstream's `PreEnqueuePlugin`): whether a pending pod may
+/// enter the active queue. A refusal holds the pod gated
+/// (`scheduler_pending_pods{queue="gated"}`): never attempted, no event,
+/// until an update of the pod (or, where [`PreEnqueuePlugin::cluster_events_matter`],
+/// a cluster event) lets it through.
+pub trait PreEnqueuePlugin: Plugin {
+    fn pre_enqueue(&self, pod: &Pod) -> Result<(), String>;
+
+    /// Whether a change elsewhere in the cluster can lift this plugin's
+    /// refusal (upstream's QueueingHints); `false`: only an update of the
+    /// pod itself can.
+    fn cluster_events_matter(&self) -> bool {
+        true
+    }
+}
+
+/// A plugin that follows cluster state of its own beside the cache
+/// (upstream: the informers a plugin opens through the framework's
+/// handle) and may ask the scheduler to move pods to the active queue
+/// (upstream's `PodsToActivate`). Not an extension point of its own: it
+/// comes with the plugin's membership in a profile.
+pub trait InformerPlugin: Plugin {
+    /// The kinds it reads beside Nodes and Pods.
+    fn kinds(&self) -> &'static [ApiKind] {
+        &[]
+    }
+
+    /// A change to objects of one of its kinds. Returns whether pods that
+    /// did not fit may fit now (the unschedulable ones are retried).
+    fn object_event(&self, _kind: &ApiKind, _event: ObjectEvent<'_>) -> bool {
+        false
+    }
+
+    /// Statuses to write, drained (`run`'s leader writes them).
+    fn status_writes(&self) -> Vec<StatusWrite> {
+        Vec::new()
+    }
+
+    /// What it adds to `simulate`'s report, at the end of the run.
+    fn report(&self, _snapshot: &Snapshot) -> Option<PluginReport> {
+        None
+    }
+
+    /// Forgets what it followed (a new simulation with the same plugins).
+    fn reset(&self) {}
+
+    /// A pod as the watch (or a manifest) shows it, every pod whatever
+    /// its scheduler; `terminating`: it has a deletion timestamp.
+    fn pod_applied(&self, _pod: &Pod, _terminating: bool) {}
+
+    /// A pod was deleted.
+    fn pod_deleted(&self, _uid: &str) {}
+
+    /// The pods were listed again: those not in `seen` are gone.
+    fn pods_relisted(&self, _seen: &HashSet<String>) {}
+
+    /// Uids of pending pods to move to the active queue at `now_ms`
+    /// (asked every turn of the scheduling loop; drained).
+    fn pods_to_activate(&self, _now_ms: u64) -> HashSet<String> {
+        HashSet::new()
     }
 }
 
@@ -282,62 +365,105 @@ pub trait PermitPlugin: Plugin {
         state: &mut CycleState,
         node: &NodeInfo,
     ) -> Result<Permit, PluginError>;
+
+    /// Why a pod this plugin holds waits, for its event (`None`:
+    /// upstream's `Reserved on <node>; waiting at Permit`).
+    fn waiting_message(&self, _pod: &Pod, _node: &str) -> Option<String> {
+        None
+    }
 }
 
 /// Something the binding cycle must do against the API (or, in
 /// `simulate`, to the model) before or as the binding. The runtime
 /// executes them in order; a failure undoes the reservation.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum BindAction {
     /// Merge these labels and annotations into the pod.
     PatchPod {
         labels: Vec<(String, String)>,
         annotations: Vec<(String, String)>,
     },
-    /// Bind the pod to the node (`pods/binding`).
-    Bind,
-    /// Take a lock on the pod's node: the node annotation `annotation`
-    /// set to `<RFC3339 time>,<namespace>,<pod>` with a
-    /// resourceVersion-guarded patch, as HAMi's `nodelock` does. A lock
-    /// held by another pod is waited for until it is released, its pod is
-    /// gone, or it is older than `expiry`; other nodes' bindings do not
-    /// wait. Released by the binder when a later action fails; otherwise
-    /// its holder (HAMi's device plugin) releases it.
-    LockNode {
-        annotation: String,
-        expiry: Duration,
-    },
     /// Set these pod annotations to the current Unix time in seconds (at
     /// the moment of writing, not of scheduling).
     StampPod { annotations: Vec<String> },
-    /// Bind a PersistentVolume to a claim (VolumeBinding's PreBind, a
-    /// static binding): write `claimRef` (and, when `by_controller`,
-    /// `pv.kubernetes.io/bound-by-controller`) to the PV, which must still
-    /// be at `resource_version`. The PV controller binds the claim.
-    BindVolume {
-        pv: String,
-        resource_version: u64,
-        claim: crate::model::volume::ClaimRef,
-        by_controller: bool,
-    },
-    /// Have a volume provisioned for a claim on `node`: annotate the
-    /// claim, which must still be at `resource_version`, with
-    /// `volume.kubernetes.io/selected-node`.
-    SelectNode {
-        namespace: String,
-        claim: String,
-        node: String,
-        resource_version: u64,
-    },
-    /// Wait until the PV controller (and provisioners) completed the
-    /// pod's bindings, at most `timeout` (upstream's `bindTimeoutSeconds`):
-    /// the `(PV, namespace/claim)` static bindings and the provisioned
-    /// claims.
-    WaitForVolumes {
-        bindings: Vec<(String, String)>,
-        provisions: Vec<String>,
-        timeout: Duration,
-    },
+    /// Bind the pod to the node (`pods/binding`).
+    Bind,
+    /// A step of a plugin's own (HAMi's node lock, VolumeBinding's volume
+    /// bindings): its type is the plugin's, and the runtime's binder (or
+    /// `simulate`) carries it out.
+    Plugin(PluginAction),
+}
+
+/// A key and its value (a label, an annotation).
+pub type Pair = (String, String);
+
+/// A plugin's own binding step, of a type the plugin defines.
+#[derive(Clone)]
+pub struct PluginAction(Arc<dyn ActionPayload>);
+
+/// What a [`PluginAction`] holds: any plain value.
+pub trait ActionPayload: std::fmt::Debug + Send + Sync + 'static {
+    fn as_any(&self) -> &dyn std::any::Any;
+    fn eq_payload(&self, other: &dyn ActionPayload) -> bool;
+}
+
+impl<T: std::fmt::Debug + PartialEq + Send + Sync + 'static> ActionPayload for T {
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+
+    fn eq_payload(&self, other: &dyn ActionPayload) -> bool {
+        other.as_any().downcast_ref::<T>() == Some(self)
+    }
+}
+
+impl PluginAction {
+    pub fn new<T: ActionPayload>(payload: T) -> Self {
+        Self(Arc::new(payload))
+    }
+
+    /// The payload, if it is a `T`.
+    pub fn get<T: 'static>(&self) -> Option<&T> {
+        self.0.as_any().downcast_ref::<T>()
+    }
+}
+
+impl std::fmt::Debug for PluginAction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl PartialEq for PluginAction {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.eq_payload(other.0.as_ref())
+    }
+}
+
+impl BindAction {
+    /// A plugin's own step.
+    pub fn plugin<T: ActionPayload>(payload: T) -> Self {
+        Self::Plugin(PluginAction::new(payload))
+    }
+
+    /// The payload of a plugin's step, if this is one of type `T`.
+    pub fn get<T: 'static>(&self) -> Option<&T> {
+        match self {
+            Self::Plugin(a) => a.get(),
+            _ => None,
+        }
+    }
+
+    /// The labels and annotations of a [`BindAction::PatchPod`].
+    pub fn pod_patch(&self) -> Option<(&[Pair], &[Pair])> {
+        match self {
+            BindAction::PatchPod {
+                labels,
+                annotations,
+            } => Some((labels, annotations)),
+            _ => None,
+        }
+    }
 }
 
 /// PreBind: what to write before the pod is bound.
@@ -348,6 +474,11 @@ pub trait PreBindPlugin: Plugin {
         state: &CycleState,
         node: &str,
     ) -> Result<Vec<BindAction>, PluginError>;
+
+    /// Where there is no API server (`simulate`): applies to `snapshot`
+    /// what this plugin's steps among `actions` would have done (volume
+    /// bindings completed as the PV controller would).
+    fn simulate(&self, _actions: &[BindAction], _snapshot: &Snapshot) {}
 }
 
 /// Bind: how the pod is bound. `None` passes to the next Bind plugin.

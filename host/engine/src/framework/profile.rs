@@ -6,13 +6,16 @@ use std::sync::Arc;
 
 use super::advisor::PreemptionAdvisor;
 use super::interface::{
-    BindPlugin, FilterPlugin, PermitPlugin, Plugin, PostBindPlugin, PostFilterPlugin,
-    PreBindPlugin, PreFilterPlugin, PreScorePlugin, ReservePlugin, ScorePlugin,
+    BindPlugin, FilterPlugin, InformerPlugin, PermitPlugin, Plugin, PostBindPlugin,
+    PostFilterPlugin, PreBindPlugin, PreEnqueuePlugin, PreFilterPlugin, PreScorePlugin,
+    QueueSortPlugin, ReservePlugin, ScorePlugin,
 };
 
 /// An extension point, as configurations and errors name it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Point {
+    PreEnqueue,
+    QueueSort,
     PreFilter,
     Filter,
     PostFilter,
@@ -26,7 +29,9 @@ pub enum Point {
 }
 
 impl Point {
-    pub const ALL: [Point; 10] = [
+    pub const ALL: [Point; 12] = [
+        Point::PreEnqueue,
+        Point::QueueSort,
         Point::PreFilter,
         Point::Filter,
         Point::PostFilter,
@@ -41,6 +46,8 @@ impl Point {
 
     pub fn as_str(self) -> &'static str {
         match self {
+            Point::PreEnqueue => "PreEnqueue",
+            Point::QueueSort => "QueueSort",
             Point::PreFilter => "PreFilter",
             Point::Filter => "Filter",
             Point::PostFilter => "PostFilter",
@@ -68,6 +75,8 @@ impl std::fmt::Display for Point {
 #[derive(Clone)]
 pub struct PluginBundle {
     pub plugin: Arc<dyn Plugin>,
+    pub pre_enqueue: Option<Arc<dyn PreEnqueuePlugin>>,
+    pub queue_sort: Option<Arc<dyn QueueSortPlugin>>,
     pub pre_filter: Option<Arc<dyn PreFilterPlugin>>,
     pub filter: Option<Arc<dyn FilterPlugin>>,
     pub post_filter: Option<Arc<dyn PostFilterPlugin>>,
@@ -81,6 +90,9 @@ pub struct PluginBundle {
     /// Advice on preemption's candidates (not an extension point of its
     /// own: DefaultPreemption consults it).
     pub preemption_advisor: Option<Arc<dyn PreemptionAdvisor>>,
+    /// Cluster state of its own, and pods to activate (not an extension
+    /// point either: it comes with membership).
+    pub informer: Option<Arc<dyn InformerPlugin>>,
 }
 
 impl std::fmt::Debug for PluginBundle {
@@ -97,6 +109,8 @@ impl PluginBundle {
     pub fn new<T: Plugin + 'static>(plugin: Arc<T>) -> Self {
         Self {
             plugin,
+            pre_enqueue: None,
+            queue_sort: None,
             pre_filter: None,
             filter: None,
             post_filter: None,
@@ -108,6 +122,7 @@ impl PluginBundle {
             bind: None,
             post_bind: None,
             preemption_advisor: None,
+            informer: None,
         }
     }
 
@@ -117,6 +132,16 @@ impl PluginBundle {
 
     pub fn with_pre_filter<T: PreFilterPlugin + 'static>(mut self, p: &Arc<T>) -> Self {
         self.pre_filter = Some(p.clone());
+        self
+    }
+
+    pub fn with_pre_enqueue<T: PreEnqueuePlugin + 'static>(mut self, p: &Arc<T>) -> Self {
+        self.pre_enqueue = Some(p.clone());
+        self
+    }
+
+    pub fn with_queue_sort<T: QueueSortPlugin + 'static>(mut self, p: &Arc<T>) -> Self {
+        self.queue_sort = Some(p.clone());
         self
     }
 
@@ -170,6 +195,11 @@ impl PluginBundle {
         self
     }
 
+    pub fn with_informer<T: InformerPlugin + 'static>(mut self, p: &Arc<T>) -> Self {
+        self.informer = Some(p.clone());
+        self
+    }
+
     /// The extension points this bundle implements.
     pub fn points(&self) -> Vec<Point> {
         Point::ALL.into_iter().filter(|p| self.has(*p)).collect()
@@ -177,6 +207,8 @@ impl PluginBundle {
 
     pub fn has(&self, point: Point) -> bool {
         match point {
+            Point::PreEnqueue => self.pre_enqueue.is_some(),
+            Point::QueueSort => self.queue_sort.is_some(),
             Point::PreFilter => self.pre_filter.is_some(),
             Point::Filter => self.filter.is_some(),
             Point::PostFilter => self.post_filter.is_some(),
@@ -206,6 +238,10 @@ pub struct Profile {
     pub percentage_of_nodes_to_score: Option<u32>,
     /// Every plugin of the profile once, in the order they were enabled.
     pub members: Vec<Arc<dyn Plugin>>,
+    pub pre_enqueue: Vec<Arc<dyn PreEnqueuePlugin>>,
+    /// The one QueueSort plugin (every profile of a scheduler has the
+    /// same); `None`: priority, then creation time (PrioritySort's).
+    pub queue_sort: Option<Arc<dyn QueueSortPlugin>>,
     pub pre_filter: Vec<Arc<dyn PreFilterPlugin>>,
     pub filter: Vec<Arc<dyn FilterPlugin>>,
     pub post_filter: Vec<Arc<dyn PostFilterPlugin>>,
@@ -218,6 +254,8 @@ pub struct Profile {
     pub post_bind: Vec<Arc<dyn PostBindPlugin>>,
     /// Members that advise preemption, in member order.
     pub preemption_advisors: Vec<Arc<dyn PreemptionAdvisor>>,
+    /// Members with informers of their own, in member order.
+    pub informers: Vec<Arc<dyn InformerPlugin>>,
 }
 
 impl Profile {
@@ -234,6 +272,14 @@ impl Profile {
     pub fn enable(&mut self, bundle: &PluginBundle, point: Point, weight: i64) -> bool {
         let b = bundle.clone();
         let added = match point {
+            Point::PreEnqueue => push(&mut self.pre_enqueue, b.pre_enqueue),
+            Point::QueueSort => match b.queue_sort {
+                Some(q) => {
+                    self.queue_sort = Some(q);
+                    true
+                }
+                None => false,
+            },
             Point::PreFilter => push(&mut self.pre_filter, b.pre_filter),
             Point::Filter => push(&mut self.filter, b.filter),
             Point::PostFilter => push(&mut self.post_filter, b.post_filter),
@@ -257,18 +303,29 @@ impl Profile {
         added
     }
 
-    /// Adds `bundle`'s preemption advisor, if it has one and is a member.
-    pub fn add_advisor(&mut self, bundle: &PluginBundle) {
-        let member = self.members.iter().any(|m| m.name() == bundle.name());
-        let present = named(&self.preemption_advisors, bundle.name());
-        if let (Some(a), true, false) = (&bundle.preemption_advisor, member, present) {
-            self.preemption_advisors.push(a.clone());
+    /// Adds what a member offers beside its extension points: its
+    /// preemption advisor and its informer, if it has them.
+    pub fn attach(&mut self, bundle: &PluginBundle) {
+        if !self.members.iter().any(|m| m.name() == bundle.name()) {
+            return;
+        }
+        if let Some(a) = &bundle.preemption_advisor {
+            if !named(&self.preemption_advisors, bundle.name()) {
+                self.preemption_advisors.push(a.clone());
+            }
+        }
+        if let Some(i) = &bundle.informer {
+            if !named(&self.informers, bundle.name()) {
+                self.informers.push(i.clone());
+            }
         }
     }
 
     /// The extension points at which plugin `name` is enabled.
     pub fn points_of(&self, name: &str) -> Vec<Point> {
         let has = |point: Point| match point {
+            Point::PreEnqueue => named(&self.pre_enqueue, name),
+            Point::QueueSort => self.queue_sort.as_ref().is_some_and(|q| q.name() == name),
             Point::PreFilter => named(&self.pre_filter, name),
             Point::Filter => named(&self.filter, name),
             Point::PostFilter => named(&self.post_filter, name),
@@ -301,6 +358,10 @@ impl Profile {
             ));
         }
         let mut p = self.clone();
+        swap(&mut p.pre_enqueue, name, &new.pre_enqueue);
+        if p.queue_sort.as_ref().is_some_and(|q| q.name() == name) {
+            p.queue_sort = new.queue_sort.clone();
+        }
         swap(&mut p.pre_filter, name, &new.pre_filter);
         swap(&mut p.filter, name, &new.filter);
         swap(&mut p.post_filter, name, &new.post_filter);
@@ -318,6 +379,10 @@ impl Profile {
         p.preemption_advisors.retain(|a| a.name() != name);
         if let Some(a) = &new.preemption_advisor {
             p.preemption_advisors.push(a.clone());
+        }
+        p.informers.retain(|i| i.name() != name);
+        if let Some(i) = &new.informer {
+            p.informers.push(i.clone());
         }
         for m in &mut p.members {
             if m.name() == name {

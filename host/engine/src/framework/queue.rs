@@ -9,32 +9,17 @@ use std::sync::Arc;
 
 use crate::model::Pod;
 
+use super::plugins::scheduling_gates::SchedulingGates;
+use super::points::{PreEnqueuePlugin, QueueSortPlugin, SortKey};
+
 pub const INITIAL_BACKOFF_MS: u64 = 1_000;
 pub const MAX_BACKOFF_MS: u64 = 10_000;
 
 struct Entry {
     pod: Arc<Pod>,
     seq: u64,
-    /// The sort key ([`QueueSort`]), fixed when the entry is made.
+    /// The sort key ([`QueueSortPlugin`]), fixed when the entry is made.
     key: SortKey,
-}
-
-/// Where a pod sorts among pods of the same priority: older `time_ms`
-/// first, then `group` (so that pods sharing a key are popped together),
-/// then FIFO. Without a [`QueueSort`] it is the pod's creation time and an
-/// empty group.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-pub struct SortKey {
-    pub time_ms: i64,
-    pub group: String,
-}
-
-/// A QueueSort plugin's ordering (upstream's `QueueSortPlugin.Less`), as a
-/// key: the coscheduling plugin sorts the members of a pod group by the
-/// group's creation time and name, so a group is not interleaved with
-/// other pods. `None` keeps the pod's own key.
-pub trait QueueSort: Send + Sync {
-    fn key(&self, pod: &Pod) -> Option<SortKey>;
 }
 
 impl PartialEq for Entry {
@@ -70,31 +55,92 @@ pub struct QueueLengths {
     pub gated: usize,
 }
 
-/// kube-scheduler's PriorityQueue, with its gated pods (upstream's
-/// SchedulingGates PreEnqueue: a pod with `spec.schedulingGates` is held,
-/// never attempted, until an update removes the last gate), minus
-/// nominated pods (the cache's nominator keeps those).
-#[derive(Default)]
+/// The PreEnqueue plugins of each profile, by `schedulerName`; a pod of
+/// another name (`simulate --all-pods`) gets the first profile's.
+#[derive(Clone, Default)]
+pub struct PreEnqueue {
+    pub profiles: Vec<(String, Vec<Arc<dyn PreEnqueuePlugin>>)>,
+}
+
+impl PreEnqueue {
+    /// Upstream's default: SchedulingGates for every pod.
+    fn gates_only() -> Self {
+        Self {
+            profiles: vec![(String::new(), vec![Arc::new(SchedulingGates)])],
+        }
+    }
+
+    /// `None`: the pod may enter the active queue. `Some(matter)`: it is
+    /// held; `matter`: a cluster event may let it through.
+    fn holds(&self, pod: &Pod) -> Option<bool> {
+        let plugins = self
+            .profiles
+            .iter()
+            .find(|(name, _)| *name == pod.scheduler_name)
+            .or(self.profiles.first())
+            .map(|(_, p)| p.as_slice())
+            .unwrap_or_default();
+        plugins
+            .iter()
+            .find(|p| p.pre_enqueue(pod).is_err())
+            .map(|p| p.cluster_events_matter())
+    }
+}
+
+/// A pod held at PreEnqueue.
+struct Gated {
+    pod: Arc<Pod>,
+    /// A cluster event may let it through (else only its own update).
+    on_events: bool,
+}
+
+/// kube-scheduler's PriorityQueue, with its gated pods (held at PreEnqueue,
+/// such as SchedulingGates' pods with `spec.schedulingGates`: never
+/// attempted until an update, or a cluster event that matters, lets them
+/// through), minus nominated pods (the cache's nominator keeps those).
 pub struct SchedulingQueue {
     active: BinaryHeap<Entry>,
     /// (ready at, entry)
     backoff: Vec<(u64, Entry)>,
     unschedulable: HashMap<String, Entry>,
-    /// Pods held by scheduling gates, by uid.
-    gated: HashMap<String, Arc<Pod>>,
+    /// Pods held at PreEnqueue, by uid.
+    gated: HashMap<String, Gated>,
     attempts: HashMap<String, u32>,
     seq: u64,
-    sort: Option<Arc<dyn QueueSort>>,
+    sort: Option<Arc<dyn QueueSortPlugin>>,
+    pre_enqueue: PreEnqueue,
+}
+
+impl Default for SchedulingQueue {
+    fn default() -> Self {
+        Self {
+            active: BinaryHeap::new(),
+            backoff: Vec::new(),
+            unschedulable: HashMap::new(),
+            gated: HashMap::new(),
+            attempts: HashMap::new(),
+            seq: 0,
+            sort: None,
+            pre_enqueue: PreEnqueue::gates_only(),
+        }
+    }
 }
 
 impl SchedulingQueue {
+    /// Upstream's defaults: PrioritySort, and SchedulingGates at
+    /// PreEnqueue.
     pub fn new() -> Self {
         Self::default()
     }
 
-    /// Orders pods by `sort`'s keys from now on.
-    pub fn set_sort(&mut self, sort: Arc<dyn QueueSort>) {
-        self.sort = Some(sort);
+    /// A queue ordered by `sort` (`None`: priority, then creation time)
+    /// that holds pods at the profiles' PreEnqueue plugins.
+    pub fn with_plugins(sort: Option<Arc<dyn QueueSortPlugin>>, pre_enqueue: PreEnqueue) -> Self {
+        Self {
+            sort,
+            pre_enqueue,
+            ..Self::default()
+        }
     }
 
     fn entry(&mut self, pod: Arc<Pod>) -> Entry {
@@ -102,7 +148,7 @@ impl SchedulingQueue {
         let key = self
             .sort
             .as_ref()
-            .and_then(|s| s.key(&pod))
+            .and_then(|s| s.sort_key(&pod))
             .unwrap_or_else(|| SortKey {
                 time_ms: pod.creation_ms,
                 group: String::new(),
@@ -153,31 +199,27 @@ impl SchedulingQueue {
         n
     }
 
-    /// A new pending pod: to activeQ, or held while it has scheduling
-    /// gates.
+    /// A new pending pod: to activeQ, or held while a PreEnqueue plugin
+    /// refuses it.
     pub fn add(&mut self, pod: Arc<Pod>) {
-        if !pod.scheduling_gates.is_empty() {
-            self.gated.insert(pod.uid.clone(), pod);
+        if let Some(on_events) = self.pre_enqueue.holds(&pod) {
+            self.gated.insert(pod.uid.clone(), Gated { pod, on_events });
             return;
         }
         let e = self.entry(pod);
         self.active.push(e);
     }
 
-    /// A queued pod's new version. A gated pod whose last gate went moves
-    /// to activeQ (returns true); one still gated is held as it is now.
+    /// A queued pod's new version. A held pod that PreEnqueue now lets
+    /// through moves to activeQ (returns true); one still held is kept as
+    /// it is now.
     pub fn update(&mut self, pod: Arc<Pod>) -> bool {
-        if !self.gated.contains_key(&pod.uid) {
+        if self.gated.remove(&pod.uid).is_none() {
             return false;
         }
-        if pod.scheduling_gates.is_empty() {
-            self.gated.remove(&pod.uid);
-            self.add(pod);
-            true
-        } else {
-            self.gated.insert(pod.uid.clone(), pod);
-            false
-        }
+        let uid = pod.uid.clone();
+        self.add(pod);
+        !self.gated.contains_key(&uid)
     }
 
     /// The next pod to schedule, after moving pods whose backoff ended.
@@ -221,10 +263,22 @@ impl SchedulingQueue {
     /// A cluster change (pod placed or deleted, node added or changed) may
     /// make waiting pods fit: they go to backoffQ, from where they return
     /// once their backoff (counted from `now_ms`) ends.
+    /// Held pods that a cluster event may let through are checked again.
     pub fn on_cluster_event(&mut self, now_ms: u64) {
         for (uid, e) in self.unschedulable.drain() {
             let attempts = self.attempts.get(&uid).copied().unwrap_or(1);
             self.backoff.push((now_ms + Self::backoff_ms(attempts), e));
+        }
+        let recheck: Vec<String> = self
+            .gated
+            .iter()
+            .filter(|(_, g)| g.on_events)
+            .map(|(uid, _)| uid.clone())
+            .collect();
+        for uid in recheck {
+            if let Some(g) = self.gated.remove(&uid) {
+                self.add(g.pod);
+            }
         }
     }
 
@@ -255,9 +309,9 @@ impl SchedulingQueue {
         self.unschedulable.values().map(|e| &e.pod)
     }
 
-    /// Pods held by scheduling gates, in no order.
+    /// Pods held at PreEnqueue (scheduling gates, ...), in no order.
     pub fn gated_pods(&self) -> impl Iterator<Item = &Arc<Pod>> {
-        self.gated.values()
+        self.gated.values().map(|g| &g.pod)
     }
 
     /// Every queued pod (active, backing off, unschedulable; not gated),

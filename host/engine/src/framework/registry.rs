@@ -7,37 +7,13 @@
 //! Adding a native plugin: one file under `plugins/` with a `new` factory,
 //! and one row in `registry_table.rs`.
 
-use std::sync::Arc;
-
 use serde_json::Value;
 
-use super::clock::Clock;
+use super::objects::ApiKind;
 use super::plugins;
-use super::plugins::coscheduling::PodGroups;
 use super::profile::{PluginBundle, Point};
-use super::waiting::WaitingPods;
 
-/// What plugins may use of the framework (upstream's `framework.Handle`).
-#[derive(Clone, Default)]
-pub struct Handle {
-    /// The profile's pods held at Permit.
-    pub waiting: Arc<WaitingPods>,
-    /// The framework's clock (shared by every profile).
-    pub clock: Arc<Clock>,
-    /// PodGroups and their members, as `simulate` and `run` feed them
-    /// (shared by every profile: one queue serves them all).
-    pub pod_groups: Arc<PodGroups>,
-}
-
-impl Handle {
-    /// This handle's shared parts with waiting pods of a profile's own.
-    pub fn for_profile(&self) -> Self {
-        Self {
-            waiting: Arc::default(),
-            ..self.clone()
-        }
-    }
-}
+pub use super::handle::Handle;
 
 /// Builds a native plugin from its `pluginConfig` args (`None`, `null`
 /// and `{}` mean defaults); errors name the offending field.
@@ -87,10 +63,11 @@ include!("registry_table.rs");
 
 /// kube-scheduler 1.37's default plugins (`pkg/scheduler/apis/config/v1/
 /// default_plugins.go`) that wasmsched has: what a
-/// `KubeSchedulerConfiguration` file's profiles start from. Upstream's
-/// PrioritySort and SchedulingGates are the queue's own here;
+/// `KubeSchedulerConfiguration` file's profiles start from.
 /// DynamicResources is not implemented (docs/compatibility.md).
 pub const KUBE_SCHEDULER_DEFAULTS: &[&str] = &[
+    "PrioritySort",
+    "SchedulingGates",
     "NodeUnschedulable",
     "NodeName",
     "TaintToleration",
@@ -109,9 +86,29 @@ pub const KUBE_SCHEDULER_DEFAULTS: &[&str] = &[
     "DefaultBinder",
 ];
 
-/// The queue's own plugins (kube-scheduler's QueueSort and PreEnqueue
-/// defaults): a configuration may name them, not replace them.
-pub const QUEUE_PLUGINS: &[&str] = &["PrioritySort", "SchedulingGates"];
+/// An API kind a plugin reads beside Nodes and Pods, and how a
+/// manifest's object of that kind is checked (its key, or the field at
+/// fault and why): what `simulate` takes from its input for the plugins.
+pub struct ObjectKindRow {
+    pub kind: ApiKind,
+    pub check: fn(&Value) -> Result<String, String>,
+}
+
+/// Every kind a registered plugin reads.
+pub const OBJECT_KINDS: &[ObjectKindRow] = &[ObjectKindRow {
+    kind: plugins::coscheduling::POD_GROUP_KIND,
+    check: plugins::coscheduling::check_manifest,
+}];
+
+/// The row of an object's `apiVersion` and `kind`, with the version.
+pub fn object_kind(
+    api_version: &str,
+    kind: &str,
+) -> Option<(&'static ObjectKindRow, &'static str)> {
+    OBJECT_KINDS
+        .iter()
+        .find_map(|r| r.kind.version_of(api_version, kind).map(|v| (r, v)))
+}
 
 /// The row of `name`.
 pub fn lookup(name: &str) -> Option<&'static Registration> {

@@ -42,7 +42,11 @@ registry! {
     native "HAMiNodeLock" => plugins::hami_node_lock::new,
         points: [Reserve, PreBind], weight: 0, default: true;
     native "Coscheduling" => plugins::coscheduling::new,
-        points: [PreFilter, Filter, PostFilter, Reserve, Permit, PostBind], weight: 0, default: false;
+        points: [QueueSort, PreFilter, Filter, PostFilter, Reserve, Permit, PostBind], weight: 0, default: false;
+    native "PrioritySort" => plugins::priority_sort::new,
+        points: [QueueSort], weight: 0, default: true;
+    native "SchedulingGates" => plugins::scheduling_gates::new,
+        points: [PreEnqueue], weight: 0, default: true;
     wasm "GpuTopology" => "gpu-topology",
         points: [PreFilter, Filter, PreScore, Score], weight: 3, default: true;
     wasm "NetworkLocality" => "network-locality",

@@ -34,6 +34,28 @@ impl Rejection {
 #[error("{0}")]
 pub struct PluginError(pub String);
 
+/// Why an attempt failed for a reason other than fit (upstream's Error
+/// status): the pod backs off and is tried again.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SchedulingError {
+    /// A plugin failed at Score or NormalizeScore.
+    #[error("plugin {plugin} failed: {cause}")]
+    Score { plugin: String, cause: PluginError },
+    /// A plugin's normalized score left 0..=100.
+    #[error("plugin {plugin} failed: score {score} is outside 0..={MAX_NODE_SCORE}")]
+    ScoreOutOfRange { plugin: String, score: i64 },
+    /// A plugin failed at Reserve, Permit, PreBind or Bind.
+    #[error("plugin {plugin} {point}: {cause}")]
+    Binding {
+        plugin: String,
+        point: &'static str,
+        cause: PluginError,
+    },
+    /// The chosen node left the cluster during the attempt.
+    #[error("node {0} is gone")]
+    NodeGone(String),
+}
+
 /// Whether an extension point matters for this pod (upstream's Skip
 /// status from PreFilter, PreScore and Score).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

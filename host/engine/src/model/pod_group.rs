@@ -41,7 +41,7 @@ pub mod phase {
 }
 
 /// How strictly a group keeps to one topology domain.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum TopologyMode {
     Required,

@@ -11,10 +11,11 @@ use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{json, Value};
 
-use super::{BindRequest, BindResult, Binder};
-use crate::framework::BindAction;
+use super::{BindResult, Binder};
+use crate::framework::plugins::volume::VolumeAction;
 use crate::model::volume::{ClaimRef, ANN_BOUND_BY_CONTROLLER, ANN_SELECTED_NODE};
 use crate::runtime::events::{PodRef, Report};
+use crate::scheduler::Binding;
 
 /// How often the wait looks at the watched objects (upstream polls its
 /// informer caches every second; this reads memory only).
@@ -49,15 +50,15 @@ impl Binder {
     /// Runs one volume action of `req`'s binding cycle.
     pub(super) async fn volume_action(
         &self,
-        req: &BindRequest,
-        action: &BindAction,
+        req: &Binding,
+        action: &VolumeAction,
         written: &mut Written,
     ) -> BindResult {
         if let Some(r) = self.still_valid(req) {
             return r;
         }
         let outcome = match action {
-            BindAction::BindVolume {
+            VolumeAction::BindVolume {
                 pv,
                 resource_version,
                 claim,
@@ -68,7 +69,7 @@ impl Binder {
                 .map(|v| {
                     written.pvs.insert(pv.clone(), v);
                 }),
-            BindAction::SelectNode {
+            VolumeAction::SelectNode {
                 namespace,
                 claim,
                 node,
@@ -79,7 +80,7 @@ impl Binder {
                 .map(|v| {
                     written.pvcs.insert(format!("{namespace}/{claim}"), v);
                 }),
-            BindAction::WaitForVolumes {
+            VolumeAction::WaitForVolumes {
                 bindings,
                 provisions,
                 timeout,
@@ -88,7 +89,6 @@ impl Binder {
                     .wait_for_volumes(req, bindings, provisions, *timeout, written)
                     .await
             }
-            _ => Ok(()),
         };
         match outcome {
             Ok(()) => BindResult::Bound,
@@ -149,7 +149,7 @@ impl Binder {
     /// `checkBindings`), the pod is no longer assumed there, or `timeout`.
     async fn wait_for_volumes(
         &self,
-        req: &BindRequest,
+        req: &Binding,
         bindings: &[(String, String)],
         provisions: &[String],
         timeout: Duration,
@@ -243,7 +243,7 @@ impl Binder {
 
     /// A failed volume action: said on the pod as upstream's PreBind
     /// failure, then retried (the reservation is undone by the caller).
-    fn volume_failure(&self, req: &BindRequest, cause: &str) -> BindResult {
+    fn volume_failure(&self, req: &Binding, cause: &str) -> BindResult {
         let pod = req.pod();
         tracing::warn!(pod = %pod.key(), node = %req.node(), error = %cause, "volume binding failed; will retry");
         let _ = self.reports.send(Report::Failed {

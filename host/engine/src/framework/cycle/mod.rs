@@ -103,7 +103,7 @@ impl Framework {
         profile: Profile,
         workers: usize,
         seed: u64,
-        handle: &super::registry::Handle,
+        handle: &super::handle::Handle,
     ) -> Self {
         let mut fw = Self::with_waiting(profile, workers, seed, handle.waiting.clone());
         fw.clock = handle.clock.clone();

@@ -17,7 +17,7 @@ impl Cycle<'_> {
             _ => None,
         };
         out.error = match outcome {
-            Outcome::Error(e) => Some(e.clone()),
+            Outcome::Error(e) => Some(e.to_string()),
             _ => None,
         };
         out.preemption = self.record.preemption.clone();

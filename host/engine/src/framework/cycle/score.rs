@@ -3,7 +3,9 @@
 
 use rayon::prelude::*;
 
-use crate::framework::interface::{Decision, PluginError, ScorePlugin, MAX_NODE_SCORE};
+use crate::framework::interface::{
+    Decision, PluginError, SchedulingError, ScorePlugin, MAX_NODE_SCORE,
+};
 use crate::framework::node_info::NodeInfo;
 use crate::framework::profile::WeightedScore;
 
@@ -15,11 +17,14 @@ use super::verdict::{PluginScores, Timed};
 const SCORE_CHUNK: usize = 64;
 
 /// One plugin's raw scores: `None` when it said Skip.
-type Raw = Result<Option<Vec<i64>>, String>;
+type Raw = Result<Option<Vec<i64>>, SchedulingError>;
 
 impl Cycle<'_> {
     /// Weighted totals of the feasible nodes, in their order.
-    pub(super) fn score_nodes(&mut self, feasible: &[&NodeInfo]) -> Result<Vec<i64>, String> {
+    pub(super) fn score_nodes(
+        &mut self,
+        feasible: &[&NodeInfo],
+    ) -> Result<Vec<i64>, SchedulingError> {
         let mut skipped = self.pre_score(feasible)?;
         let mut totals = vec![0i64; feasible.len()];
         let this = &*self;
@@ -50,14 +55,14 @@ impl Cycle<'_> {
     }
 
     /// Every PreScore plugin; returns the names of those that said Skip.
-    fn pre_score(&mut self, feasible: &[&NodeInfo]) -> Result<Vec<String>, String> {
+    fn pre_score(&mut self, feasible: &[&NodeInfo]) -> Result<Vec<String>, SchedulingError> {
         let mut skipped = Vec::new();
         for p in &self.profile.pre_score {
             let _t = Timed::start(self.timings, p.name(), "PreScore");
             match p.pre_score(&self.ctx, &mut self.state, feasible) {
                 Ok(Decision::Run) => {}
                 Ok(Decision::Skip) => skipped.push(p.name().to_string()),
-                Err(e) => return Err(failed(p.name(), &e)),
+                Err(e) => return Err(failed(p.name(), e)),
             }
         }
         Ok(skipped)
@@ -90,7 +95,10 @@ impl Cycle<'_> {
             }
         });
         out.into_iter()
-            .map(|r| r.unwrap_or_else(|| Err("a Score plugin did not run".into())))
+            .zip(active)
+            .map(|(r, (_, s))| {
+                r.unwrap_or_else(|| Err(failed(s.plugin.name(), PluginError("did not run".into()))))
+            })
             .collect()
     }
 
@@ -112,7 +120,7 @@ impl Cycle<'_> {
                 .score_batch(&self.ctx, &self.state, feasible, &mut raw)
                 .map(|d| vec![d])
         };
-        let decisions = decisions.map_err(|e| failed(plugin.name(), &e))?;
+        let decisions = decisions.map_err(|e| failed(plugin.name(), e))?;
         Ok((!decisions.contains(&Decision::Skip)).then_some(raw))
     }
 
@@ -123,7 +131,7 @@ impl Cycle<'_> {
         plugin: &dyn ScorePlugin,
         feasible: &[&NodeInfo],
         raw: Option<Vec<i64>>,
-    ) -> Result<Option<PluginScores>, String> {
+    ) -> Result<Option<PluginScores>, SchedulingError> {
         let Some(raw) = raw else {
             return Ok(None);
         };
@@ -133,7 +141,7 @@ impl Cycle<'_> {
             let _t = Timed::start(self.timings, name, "NormalizeScore");
             plugin.normalize(&self.ctx, &self.state, feasible, &mut normalized)
         };
-        match decision.map_err(|e| failed(name, &e))? {
+        match decision.map_err(|e| failed(name, e))? {
             Decision::Skip => return Ok(None),
             Decision::Run => {}
         }
@@ -141,15 +149,19 @@ impl Cycle<'_> {
             .iter()
             .find(|v| !(0..=MAX_NODE_SCORE).contains(*v))
         {
-            return Err(format!(
-                "plugin {name} failed: score {bad} is outside 0..={MAX_NODE_SCORE}"
-            ));
+            return Err(SchedulingError::ScoreOutOfRange {
+                plugin: name.to_string(),
+                score: *bad,
+            });
         }
         Ok(Some(PluginScores { raw, normalized }))
     }
 }
 
 /// A plugin error as the cycle reports it.
-fn failed(plugin: &str, e: &PluginError) -> String {
-    format!("plugin {plugin} failed: {e}")
+fn failed(plugin: &str, cause: PluginError) -> SchedulingError {
+    SchedulingError::Score {
+        plugin: plugin.to_string(),
+        cause,
+    }
 }

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use crate::framework::explain::PreemptionExplanation;
 use crate::framework::fit_error::FitError;
 use crate::framework::node_info::NodeInfo;
+use crate::framework::status::SchedulingError;
 use crate::framework::timings::Timings;
 
 /// Where the pod goes.
@@ -27,8 +28,8 @@ pub enum Outcome {
     Scheduled(Placement),
     Unschedulable(FitError),
     /// Something other than a fit verdict went wrong (upstream's "error"
-    /// result), with the message.
-    Error(String),
+    /// result).
+    Error(SchedulingError),
 }
 
 /// One node's first rejection in the cycle.

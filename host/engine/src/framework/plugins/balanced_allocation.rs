@@ -155,7 +155,7 @@ impl ScorePlugin for BalancedAllocation {
 /// The registry's factory.
 pub fn new(
     args: Option<&Value>,
-    _handle: &crate::framework::registry::Handle,
+    _handle: &crate::framework::handle::Handle,
 ) -> Result<crate::framework::PluginBundle, String> {
     let p = BalancedAllocation::from_args(args).map_err(|e| format!("{NAME} args: {e}"))?;
     let p = Arc::new(p);

@@ -31,7 +31,7 @@ impl BindPlugin for DefaultBinder {
 /// The registry's factory.
 pub fn new(
     args: Option<&serde_json::Value>,
-    _handle: &crate::framework::registry::Handle,
+    _handle: &crate::framework::handle::Handle,
 ) -> Result<PluginBundle, String> {
     super::helpers::no_args(NAME, args)?;
     let p = Arc::new(DefaultBinder);

@@ -26,6 +26,19 @@ use crate::model::Pod;
 
 pub const NAME: &str = "HAMiNodeLock";
 
+/// Take a lock on the pod's node before binding: the node annotation
+/// `annotation` set to `<RFC3339 time>,<namespace>,<pod>` with a
+/// resourceVersion-guarded patch, as HAMi's `nodelock` does. A lock held
+/// by another pod is waited for until it is released, its pod is gone, or
+/// it is older than `expiry`; other nodes' bindings do not wait. Released
+/// by the binder when a later step fails; otherwise its holder (HAMi's
+/// device plugin) releases it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LockNode {
+    pub annotation: String,
+    pub expiry: Duration,
+}
+
 /// HAMi's default (`HAMI_NODELOCK_EXPIRE`).
 pub const DEFAULT_EXPIRY: Duration = Duration::from_secs(300);
 
@@ -111,10 +124,10 @@ impl PreBindPlugin for HamiNodeLock {
             return Ok(Vec::new());
         }
         Ok(vec![
-            BindAction::LockNode {
+            BindAction::plugin(LockNode {
                 annotation: LOCK_ANNOTATION.to_string(),
                 expiry: self.expiry,
-            },
+            }),
             BindAction::PatchPod {
                 labels: Vec::new(),
                 annotations: vec![(BIND_PHASE.to_string(), BIND_PHASE_ALLOCATING.to_string())],
@@ -129,7 +142,7 @@ impl PreBindPlugin for HamiNodeLock {
 /// The registry's factory.
 pub fn new(
     args: Option<&serde_json::Value>,
-    _handle: &crate::framework::registry::Handle,
+    _handle: &crate::framework::handle::Handle,
 ) -> Result<PluginBundle, String> {
     let p = Arc::new(HamiNodeLock::from_args(args)?);
     Ok(PluginBundle::new(p.clone())
@@ -170,10 +183,10 @@ mod tests {
         assert_eq!(a.len(), 3);
         assert_eq!(
             a[0],
-            BindAction::LockNode {
+            BindAction::plugin(LockNode {
                 annotation: "hami.io/mutex.lock".into(),
                 expiry: DEFAULT_EXPIRY
-            }
+            })
         );
         assert!(matches!(&a[1], BindAction::PatchPod { annotations, .. }
             if annotations == &[("hami.io/bind-phase".to_string(), "allocating".to_string())]));

@@ -17,6 +17,8 @@ pub mod node_ports;
 pub mod node_resources_fit;
 pub mod node_unschedulable;
 pub mod pod_topology_spread;
+pub mod priority_sort;
+pub mod scheduling_gates;
 pub mod taint_toleration;
 pub mod volume;
 
@@ -38,7 +40,8 @@ mod tests {
     use serde_json::json;
 
     use super::testutil::*;
-    use crate::framework::registry::{self, Handle};
+    use crate::framework::handle::Handle;
+    use crate::framework::registry;
     use crate::framework::{CycleContext, CycleState, PluginBundle, Rejection};
 
     fn build(name: &str, args: Option<&serde_json::Value>) -> Result<PluginBundle, String> {

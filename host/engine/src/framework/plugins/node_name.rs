@@ -39,7 +39,7 @@ impl FilterPlugin for NodeName {
 /// The registry's factory.
 pub fn new(
     args: Option<&serde_json::Value>,
-    _handle: &crate::framework::registry::Handle,
+    _handle: &crate::framework::handle::Handle,
 ) -> Result<crate::framework::PluginBundle, String> {
     super::helpers::no_args(NAME, args)?;
     let p = Arc::new(NodeName);

@@ -529,7 +529,7 @@ impl NodeResourcesFit {
 /// The registry's factory.
 pub fn new(
     args: Option<&Value>,
-    _handle: &crate::framework::registry::Handle,
+    _handle: &crate::framework::handle::Handle,
 ) -> Result<crate::framework::PluginBundle, String> {
     let fit = FitArgs::parse(args).map_err(|e| format!("{NAME} args: {e}"))?;
     let p = Arc::new(NodeResourcesFit::new(fit));

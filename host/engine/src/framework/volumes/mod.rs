@@ -6,7 +6,6 @@
 
 mod feed;
 pub mod manifest;
-pub mod simulated;
 mod store;
 
 pub use manifest::{RawVolume, VolumeManifests};

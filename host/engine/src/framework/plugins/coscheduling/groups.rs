@@ -6,12 +6,11 @@
 //! it asks of them (pods to activate, statuses to write).
 
 use std::collections::{BTreeSet, HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use parking_lot::{Mutex, MutexGuard};
 
-use crate::framework::queue::{QueueSort, SortKey};
+use crate::framework::SortKey;
 use crate::model::pod_group::{PodGroupStatus, POD_GROUP_LABEL};
 use crate::model::{Pod, PodGroup};
 
@@ -67,22 +66,11 @@ impl Inner {
 #[derive(Default)]
 pub struct PodGroups {
     inner: Mutex<Inner>,
-    enabled: AtomicBool,
 }
 
 impl PodGroups {
     pub(super) fn lock(&self) -> MutexGuard<'_, Inner> {
         self.inner.lock()
-    }
-
-    /// A profile runs Coscheduling: the drivers watch PodGroups, sort the
-    /// queue by group, and drain activations and statuses.
-    pub fn enable(&self) {
-        self.enabled.store(true, Ordering::Release);
-    }
-
-    pub fn enabled(&self) -> bool {
-        self.enabled.load(Ordering::Acquire)
     }
 
     /// Forgets every group and member (a new simulation).
@@ -272,11 +260,11 @@ pub struct Summary {
     pub members: Vec<Member>,
 }
 
-/// Coscheduling's QueueSort (upstream `Less`): a member sorts by its
-/// group's creation time, then the group's key, so the members of a
-/// group leave the queue together, oldest group first.
-impl QueueSort for PodGroups {
-    fn key(&self, pod: &Pod) -> Option<SortKey> {
+impl PodGroups {
+    /// Coscheduling's QueueSort key (upstream `Less`): a member sorts by
+    /// its group's creation time, then the group's key, so the members
+    /// of a group leave the queue together, oldest group first.
+    pub fn sort_key(&self, pod: &Pod) -> Option<SortKey> {
         let key = group_key(pod)?;
         let inner = self.inner.lock();
         let created = inner

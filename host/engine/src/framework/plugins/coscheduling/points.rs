@@ -285,6 +285,10 @@ impl PermitPlugin for Coscheduling {
         }
         Ok(Permit::Wait(self.timeout(&spec)))
     }
+
+    fn waiting_message(&self, pod: &Pod, node: &str) -> Option<String> {
+        self.groups.waiting_message(pod, node)
+    }
 }
 
 impl PostBindPlugin for Coscheduling {

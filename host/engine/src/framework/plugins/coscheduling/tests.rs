@@ -36,14 +36,15 @@ fn at(mut p: Pod, ms: i64) -> Pod {
 
 #[test]
 fn members_leave_the_queue_together_oldest_group_first() {
-    let groups = Arc::new(PodGroups::default());
+    let handle = Handle::default();
+    let plugin = new(None, &handle).unwrap();
+    let groups = handle.shared::<PodGroups>();
     groups.apply_group("default/late", Ok(group("late", "2026-01-01T00:00:20Z", 2)));
     groups.apply_group(
         "default/early",
         Ok(group("early", "2026-01-01T00:00:10Z", 2)),
     );
-    let mut q = SchedulingQueue::new();
-    q.set_sort(groups.clone());
+    let mut q = SchedulingQueue::with_plugins(plugin.queue_sort.clone(), Default::default());
     // Created interleaved with each other and with an ordinary pod.
     let base = 1_767_225_600_000; // 2026-01-01T00:00:00Z
     q.add(Arc::new(at(member("l1", "late", "1"), base + 30_000)));

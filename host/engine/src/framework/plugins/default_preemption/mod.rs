@@ -29,7 +29,7 @@ use rand::{Rng, SeedableRng};
 use serde_json::Value;
 
 use crate::framework::explain::{CandidateExplanation, PreemptionExplanation};
-use crate::framework::registry::Handle;
+use crate::framework::handle::Handle;
 use crate::framework::{
     CycleContext, CycleState, FilterRunner, Filtered, Nomination, Plugin, PluginBundle,
     PluginError, PostFilterPlugin, PostFilterResult,

@@ -1,19 +1,21 @@
-//! DefaultPreemption through the framework: a profile of native Filters,
-//! the cache, and `schedule_pod`, as `simulate` and `run` use them.
+//! DefaultPreemption through the scheduler: a profile of native Filters,
+//! the cache, and the scheduler's turns, as `simulate` and `run` use them.
 
 use std::sync::Arc;
 
 use serde_json::{json, Value};
 
 use crate::framework::explain::Explanation;
+use crate::framework::handle::Handle;
 use crate::framework::plugins::testutil::{N, P};
-use crate::framework::registry::{self, Handle};
+use crate::framework::registry;
 use crate::framework::{
-    Advice, Attempt, Cache, Candidate, CycleContext, CycleState, Framework, Nomination, Plugin,
+    Advice, Cache, Candidate, CycleContext, CycleState, Framework, Nomination, Plugin,
     PluginBundle, PluginError, Point, PreemptionAdvisor, Profile,
 };
 use crate::model::budget::{Budgets, DisruptionBudget};
 use crate::model::{Node, Pod};
+use crate::scheduler::{Binding, Collected, Failure, Scheduler, Sink};
 
 const FILTERS: [&str; 5] = [
     "NodeUnschedulable",
@@ -37,7 +39,7 @@ fn profile(args: Value, advisor: Option<PluginBundle>) -> Profile {
     profile.enable(&dp, Point::PostFilter, 0);
     if let Some(a) = advisor {
         profile.members.push(a.plugin.clone());
-        profile.add_advisor(&a);
+        profile.attach(&a);
     }
     profile
 }
@@ -48,8 +50,47 @@ fn bound(node: &str, mut p: Pod) -> Pod {
 }
 
 struct Scene {
-    fw: Framework,
+    scheduler: Scheduler,
     cache: Cache,
+}
+
+/// What one turn decided, and its explanation when asked for.
+#[derive(Default)]
+struct Out {
+    c: Collected,
+    explain: bool,
+    explanation: Option<Explanation>,
+}
+
+impl Sink for Out {
+    fn bind(&mut self, b: Binding) {
+        self.c.bind(b);
+    }
+    fn failed(&mut self, f: Failure) {
+        self.c.failed(f);
+    }
+    fn preempt(&mut self, pod: &Arc<Pod>, n: &Nomination, profile: &str) {
+        self.c.preempt(pod, n, profile);
+    }
+    fn explains(&self, _pod: &Pod) -> bool {
+        self.explain
+    }
+    fn explained(&mut self, _: &Arc<Pod>, _: &str, _: Option<&str>, e: Explanation) {
+        self.explanation = Some(e);
+    }
+}
+
+impl Out {
+    /// The nomination of a pod that fit nowhere (panics if it fit or
+    /// failed otherwise).
+    fn nomination(self) -> Option<Nomination> {
+        if let Some(b) = self.c.binds.first() {
+            panic!("{} fit on {}", b.pod().name, b.node());
+        }
+        let f = self.c.failures.first().expect("an attempt");
+        assert_eq!(f.result(), Some("unschedulable"), "{}", f.message());
+        self.c.preemptions.into_iter().next().map(|(_, n)| n)
+    }
 }
 
 impl Scene {
@@ -67,9 +108,19 @@ impl Scene {
             cache.pod_applied(p, false, |_| true, 0);
         }
         Self {
-            fw: Framework::new(profile, 2, 1),
+            scheduler: Scheduler::new(vec![Framework::new(profile, 2, 1)]),
             cache,
         }
+    }
+
+    /// One turn of the scheduler at `now`.
+    fn turn(&mut self, now: u64, explain: bool) -> Out {
+        let mut out = Out {
+            explain,
+            ..Out::default()
+        };
+        assert!(self.scheduler.schedule_one(&mut self.cache, now, &mut out));
+        out
     }
 
     /// Schedules `pod`; the nomination if it preempted (panics if it fit).
@@ -79,12 +130,11 @@ impl Scene {
 
     fn explain(&mut self, pod: Pod, rec: Option<&mut Explanation>) -> Option<Nomination> {
         self.cache.pod_applied(pod, false, |_| true, 0);
-        let popped = self.cache.pop(0).unwrap();
-        match self.fw.schedule_pod(popped, &mut self.cache, 0, rec) {
-            Attempt::Unschedulable { nomination, .. } => nomination,
-            Attempt::Bind(a) => panic!("{} fit on {}", a.pod.name, a.placement.node),
-            other => panic!("{other:?}"),
+        let mut out = self.turn(0, rec.is_some());
+        if let Some(rec) = rec {
+            *rec = out.explanation.take().expect("explained");
         }
+        out.nomination()
     }
 }
 
@@ -265,22 +315,14 @@ fn nominated_room_is_kept_for_the_preemptor() {
     // A lower-priority pod that would take the room does not get it...
     s.cache
         .pod_applied(cpu("sneak", 5, "2").build(), false, |_| true, 1);
-    let sneak = s.cache.pop(1).unwrap();
-    assert_eq!(sneak.name, "sneak");
-    match s.fw.schedule_pod(sneak, &mut s.cache, 1, None) {
-        Attempt::Unschedulable { nomination, .. } => {
-            assert!(nomination.is_none(), "nothing lower than 5 to evict")
-        }
-        other => panic!("{other:?}"),
-    }
+    let out = s.turn(1, false);
+    assert_eq!(out.c.failures[0].pod.name, "sneak");
+    assert!(out.nomination().is_none(), "nothing lower than 5 to evict");
     // ...an equal-or-higher one that fits beside it would, and the
     // preemptor goes where it was nominated.
-    let hi = s.cache.pop(1_000_000).unwrap();
-    assert_eq!(hi.name, "hi");
-    match s.fw.schedule_pod(hi, &mut s.cache, 1_000_000, None) {
-        Attempt::Bind(a) => assert_eq!(a.placement.node, "n1"),
-        other => panic!("{other:?}"),
-    }
+    let out = s.turn(1_000_000, false);
+    let b = &out.c.binds[0];
+    assert_eq!((b.pod().name.as_str(), b.node()), ("hi", "n1"));
     assert!(
         s.cache.snapshot.nominator.is_empty(),
         "assumed: no longer nominated"
@@ -329,13 +371,9 @@ fn a_preemptor_waits_while_its_victims_terminate() {
     terminating.terminating = true;
     s.cache.pod_applied(terminating, false, |_| true, 1);
     assert_eq!(s.cache.snapshot.by_name("n1").unwrap().pods.len(), 1);
-    let hi = s.cache.pop(1_000_000).unwrap();
-    match s.fw.schedule_pod(hi, &mut s.cache, 1_000_000, None) {
-        Attempt::Unschedulable { nomination, .. } => {
-            assert!(nomination.is_none(), "no second preemption (of low2)")
-        }
-        other => panic!("{other:?}"),
-    }
+    let out = s.turn(1_000_000, false);
+    assert_eq!(out.c.failures[0].pod.name, "hi");
+    assert!(out.nomination().is_none(), "no second preemption (of low2)");
 }
 
 struct Veto(&'static str);

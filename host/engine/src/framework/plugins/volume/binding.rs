@@ -14,16 +14,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::binder::{self, PodClaims, PodVolumes, ERR_UNBOUND_IMMEDIATE};
+use super::VolumeAction;
+use crate::framework::handle::Handle;
 use crate::framework::plugins::helpers::{args_object, int_in, reject_unknown};
 use crate::framework::plugins::node_resources_fit::{
     parse_shape_points, requested_to_capacity_ratio_score,
 };
-use crate::framework::registry::Handle;
 use crate::framework::volumes::VolumeStore;
 use crate::framework::{
     BindAction, CycleContext, CycleState, Decision, FilterPlugin, NodeInfo, Plugin, PluginBundle,
     PluginError, PreBindPlugin, PreFilterPlugin, PreScorePlugin, Rejection, ReservePlugin,
-    ScorePlugin,
+    ScorePlugin, Snapshot,
 };
 use crate::model::volume::ClaimRef;
 use crate::model::Pod;
@@ -272,6 +273,10 @@ impl PreBindPlugin for VolumeBinding {
         };
         Ok(actions(v, node, self.bind_timeout))
     }
+
+    fn simulate(&self, actions: &[BindAction], snapshot: &Snapshot) {
+        super::simulated::apply(snapshot.volumes(), actions);
+    }
 }
 
 /// The writes of upstream's `bindAPIUpdate`, then the wait of its
@@ -279,7 +284,7 @@ impl PreBindPlugin for VolumeBinding {
 fn actions(v: &PodVolumes, node: &str, timeout: Duration) -> Vec<BindAction> {
     let mut out = Vec::new();
     for (pv, pvc) in &v.static_bindings {
-        out.push(BindAction::BindVolume {
+        out.push(BindAction::plugin(VolumeAction::BindVolume {
             pv: pv.name.clone(),
             resource_version: pv.resource_version,
             claim: ClaimRef {
@@ -290,17 +295,17 @@ fn actions(v: &PodVolumes, node: &str, timeout: Duration) -> Vec<BindAction> {
             by_controller: pv
                 .annotations
                 .contains_key(crate::model::volume::ANN_BOUND_BY_CONTROLLER),
-        });
+        }));
     }
     for c in &v.provisions {
-        out.push(BindAction::SelectNode {
+        out.push(BindAction::plugin(VolumeAction::SelectNode {
             namespace: c.namespace.clone(),
             claim: c.name.clone(),
             node: node.to_string(),
             resource_version: c.resource_version,
-        });
+        }));
     }
-    out.push(BindAction::WaitForVolumes {
+    out.push(BindAction::plugin(VolumeAction::WaitForVolumes {
         bindings: v
             .static_bindings
             .iter()
@@ -308,7 +313,7 @@ fn actions(v: &PodVolumes, node: &str, timeout: Duration) -> Vec<BindAction> {
             .collect(),
         provisions: v.provisions.iter().map(|c| c.key()).collect(),
         timeout,
-    });
+    }));
     out
 }
 

@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use crate::framework::registry::Handle;
+use crate::framework::handle::Handle;
 use crate::framework::volumes::VolumeStore;
 use crate::framework::{
     CycleContext, CycleState, FilterPlugin, NodeInfo, Plugin, PluginBundle, Rejection,

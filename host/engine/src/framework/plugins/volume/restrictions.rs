@@ -8,7 +8,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use crate::framework::registry::Handle;
+use crate::framework::handle::Handle;
 use crate::framework::{
     CycleContext, CycleState, Decision, FilterPlugin, NodeInfo, Plugin, PluginBundle, PluginError,
     PreFilterPlugin, Rejection,

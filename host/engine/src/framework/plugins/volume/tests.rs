@@ -12,6 +12,7 @@ use super::binding::VolumeBinding;
 use super::limits::{NodeVolumeLimits, ERR_MAX_VOLUME_COUNT};
 use super::restrictions::{VolumeRestrictions, ERR_DISK_CONFLICT, ERR_RWOP_CONFLICT};
 use super::zone::{VolumeZone, ERR_REASON_CONFLICT};
+use super::VolumeAction;
 use crate::framework::plugins::testutil::*;
 use crate::framework::volumes::VolumeObject;
 use crate::framework::{
@@ -183,7 +184,7 @@ fn reserve_takes_the_smallest_fitting_pv_and_no_other_pod_gets_it() {
     let actions = VolumeBinding::default().pre_bind(&a, &state, "n1").unwrap();
     assert_eq!(
         actions[0],
-        BindAction::BindVolume {
+        BindAction::plugin(VolumeAction::BindVolume {
             pv: "pv-8".into(),
             resource_version: 1,
             claim: ClaimRef {
@@ -192,10 +193,10 @@ fn reserve_takes_the_smallest_fitting_pv_and_no_other_pod_gets_it() {
                 uid: "uid-a".into()
             },
             by_controller: true,
-        }
+        })
     );
     assert!(
-        matches!(&actions[1], BindAction::WaitForVolumes { bindings, provisions, .. }
+        matches!(actions[1].get::<VolumeAction>(), Some(VolumeAction::WaitForVolumes { bindings, provisions, .. })
         if bindings == &[("pv-8".to_string(), "default/a".to_string())] && provisions.is_empty())
     );
     // Unreserve gives pv-8 back; c now gets it.
@@ -306,12 +307,12 @@ fn provisioning_selects_the_node_within_allowed_topologies() {
         .unwrap();
     assert_eq!(
         actions[0],
-        BindAction::SelectNode {
+        BindAction::plugin(VolumeAction::SelectNode {
             namespace: "default".into(),
             claim: "scratch".into(),
             node: "a1".into(),
             resource_version: 1
-        }
+        })
     );
     // Once selected, the claim keeps other pods on that node.
     let mut selected = claim("scratch", "zonal", "1Gi");

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use crate::framework::registry::Handle;
+use crate::framework::handle::Handle;
 use crate::framework::{
     CycleContext, CycleState, FilterPlugin, NodeInfo, Plugin, PluginBundle, Rejection,
 };

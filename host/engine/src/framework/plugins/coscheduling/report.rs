@@ -1,13 +1,15 @@
 //! `simulate`'s view of pod groups: each group with its status, the
 //! topology domains its members landed in, and where each member went.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-use crate::framework::{PodGroups, Snapshot};
+use super::PodGroups;
+use crate::framework::objects::PluginReport;
+use crate::framework::Snapshot;
 use crate::model::pod_group::TopologyMode;
 
 /// One member of a group.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct GroupMember {
     pub pod: String,
     /// Null while unscheduled.
@@ -18,14 +20,14 @@ pub struct GroupMember {
 }
 
 /// A group's topology annotation.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct GroupTopology {
     pub label: String,
     pub mode: TopologyMode,
 }
 
 /// One pod group after the run.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct GroupReport {
     pub namespace: String,
@@ -95,4 +97,66 @@ pub fn report(groups: &PodGroups, snapshot: &Snapshot) -> Vec<GroupReport> {
             }
         })
         .collect()
+}
+
+/// The key of the report's section in `simulate --output json`.
+pub const REPORT_KEY: &str = "pod_groups";
+
+/// The report's section and its table.
+pub fn plugin_report(groups: &PodGroups, snapshot: &Snapshot) -> Option<PluginReport> {
+    let reports = report(groups, snapshot);
+    if reports.is_empty() {
+        return None;
+    }
+    let rows = reports.iter().map(row).collect();
+    Some(PluginReport {
+        key: REPORT_KEY,
+        json: serde_json::to_value(&reports).unwrap_or_default(),
+        title: format!("Pod groups ({}):", reports.len()),
+        header: vec![
+            "POD GROUP",
+            "PHASE",
+            "BOUND",
+            "TOPOLOGY",
+            "DOMAINS",
+            "MEMBERS",
+        ],
+        rows,
+    })
+}
+
+/// One group's row: phase, members bound of minMember, topology, domains,
+/// and each member's node.
+fn row(g: &GroupReport) -> Vec<String> {
+    let min = g.min_member.map_or("-".to_string(), |m| m.to_string());
+    let topology = g.topology.as_ref().map_or("-".to_string(), |t| {
+        let mode = serde_json::to_value(t.mode).ok();
+        let mode = mode.as_ref().and_then(|m| m.as_str()).unwrap_or("");
+        format!("{} ({mode})", t.label)
+    });
+    let members: Vec<String> = g
+        .members
+        .iter()
+        .map(|m| match (&m.node, &m.domain) {
+            (Some(n), Some(d)) => format!("{} -> {n} [{d}]", m.pod),
+            (Some(n), None) => format!("{} -> {n}", m.pod),
+            (None, _) => format!("{} -> (pending)", m.pod),
+        })
+        .collect();
+    let phase = match &g.error {
+        Some(e) => format!("{}\n{e}", g.phase),
+        None => g.phase.clone(),
+    };
+    vec![
+        format!("{}/{}", g.namespace, g.name),
+        phase,
+        format!("{}/{min}", g.scheduled),
+        topology,
+        if g.domains.is_empty() {
+            "-".to_string()
+        } else {
+            g.domains.join(", ")
+        },
+        members.join("\n"),
+    ]
 }

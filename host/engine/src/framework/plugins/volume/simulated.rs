@@ -5,7 +5,8 @@
 //! keeps every other pod using it on the selected node, as upstream while
 //! the provisioner works.
 
-use super::store::VolumeStore;
+use super::VolumeAction;
+use crate::framework::volumes::VolumeStore;
 use crate::framework::BindAction;
 use crate::model::volume::{
     claim_key, ANN_BIND_COMPLETED, ANN_BOUND_BY_CONTROLLER, ANN_SELECTED_NODE,
@@ -13,9 +14,9 @@ use crate::model::volume::{
 
 /// Applies the volume actions among `actions` to `store`.
 pub fn apply(store: &VolumeStore, actions: &[BindAction]) {
-    for a in actions {
+    for a in actions.iter().filter_map(BindAction::get::<VolumeAction>) {
         match a {
-            BindAction::BindVolume {
+            VolumeAction::BindVolume {
                 pv,
                 claim,
                 by_controller,
@@ -38,7 +39,7 @@ pub fn apply(store: &VolumeStore, actions: &[BindAction]) {
                     c.phase = "Bound".into();
                 });
             }
-            BindAction::SelectNode {
+            VolumeAction::SelectNode {
                 namespace,
                 claim,
                 node,
@@ -46,7 +47,7 @@ pub fn apply(store: &VolumeStore, actions: &[BindAction]) {
             } => store.update_pvc_api(&claim_key(namespace, claim), |c| {
                 c.annotations.insert(ANN_SELECTED_NODE.into(), node.clone());
             }),
-            _ => {}
+            VolumeAction::WaitForVolumes { .. } => {}
         }
     }
 }
