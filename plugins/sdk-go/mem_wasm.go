@@ -97,6 +97,40 @@ func argAlloc(size, align uint32) uint32 {
 	return addr(unsafe.Pointer(&argChunk[0])) + off
 }
 
+// The WASI 0.1 adapter (which turns the Go runtime's WASI 0.1 imports
+// into WASI 0.2) allocates its state once, on the first WASI call the Go
+// runtime makes, through the main module's `cabi_realloc_adapter` when it
+// has one. That call arrives while Go code is inside the WASI call, so it
+// must not enter the Go runtime (allocate, grow the stack, yield): it is
+// a nosplit bump allocator over a static buffer, which it never frees.
+var (
+	adapterHeap [adapterHeapBytes]byte
+	adapterUsed uint32
+)
+
+const adapterHeapBytes = 128 << 10
+
+//go:wasmexport cabi_realloc_adapter
+//go:nosplit
+func cabiReallocAdapter(old, oldSize, align, newSize uint32) uint32 {
+	if old != 0 && newSize <= oldSize {
+		return old
+	}
+	if align == 0 {
+		align = 1
+	}
+	base := uint32(uintptr(unsafe.Pointer(&adapterHeap)))
+	start := (base + adapterUsed + align - 1) &^ (align - 1)
+	if start+newSize > base+adapterHeapBytes {
+		return 0 // the adapter traps: its state does not fit
+	}
+	for i := uint32(0); i < oldSize && old != 0; i++ {
+		*(*byte)(at(start + i)) = *(*byte)(at(old + i))
+	}
+	adapterUsed = start + newSize - base
+	return start
+}
+
 func releaseArgs() {
 	clear(argKeep)
 	argKeep = argKeep[:0]
