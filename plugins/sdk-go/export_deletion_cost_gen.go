@@ -10,7 +10,11 @@ package sdk
 func init() { builtPoints |= PointDeletionCost }
 
 //go:wasmexport wasmsched:plugin/deletion-cost@0.2.0#deletion-cost
-func exportDeletionCost(a uint32) uint32 { return abiDeletionCost(a) }
+func exportDeletionCost(a uint32) uint32 {
+	r := abiDeletionCost(a)
+	collectIfDue()
+	return r
+}
 
 //go:wasmexport cabi_post_wasmsched:plugin/deletion-cost@0.2.0#deletion-cost
 func exportDeletionCostPost(uint32) { abiPostReturn() }

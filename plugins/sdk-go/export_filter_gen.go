@@ -10,7 +10,11 @@ package sdk
 func init() { builtPoints |= PointFilter }
 
 //go:wasmexport wasmsched:plugin/filter@0.2.0#filter
-func exportFilter(p, n uint32) uint32 { return abiFilter(p, n) }
+func exportFilter(p, n uint32) uint32 {
+	r := abiFilter(p, n)
+	collectIfDue()
+	return r
+}
 
 //go:wasmexport cabi_post_wasmsched:plugin/filter@0.2.0#filter
 func exportFilterPost(uint32) { abiPostReturn() }

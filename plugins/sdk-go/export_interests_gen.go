@@ -10,7 +10,11 @@ package sdk
 func init() { builtPoints |= PointInterests }
 
 //go:wasmexport wasmsched:plugin/interests@0.2.0#interests
-func exportInterests() uint32 { return abiInterests() }
+func exportInterests() uint32 {
+	r := abiInterests()
+	collectIfDue()
+	return r
+}
 
 //go:wasmexport cabi_post_wasmsched:plugin/interests@0.2.0#interests
 func exportInterestsPost(uint32) { abiPostReturn() }

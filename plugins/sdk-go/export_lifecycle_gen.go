@@ -14,22 +14,37 @@ func hostLog(level uint32, message unsafe.Pointer, length uint32)
 // allocator the host lowers arguments with is cabi_realloc (mem_wasm.go).
 
 //go:wasmexport wasmsched:plugin/lifecycle@0.2.0#contract-version
-func exportContractVersion() uint32 { return abiContractVersion() }
+func exportContractVersion() uint32 {
+	r := abiContractVersion()
+	collectIfDue()
+	return r
+}
 
 //go:wasmexport cabi_post_wasmsched:plugin/lifecycle@0.2.0#contract-version
 func exportContractVersionPost(uint32) { abiPostReturn() }
 
 //go:wasmexport wasmsched:plugin/lifecycle@0.2.0#init
-func exportInit(p, n uint32) uint32 { return abiInit(p, n) }
+func exportInit(p, n uint32) uint32 {
+	r := abiInit(p, n)
+	collectIfDue()
+	return r
+}
 
 //go:wasmexport cabi_post_wasmsched:plugin/lifecycle@0.2.0#init
 func exportInitPost(uint32) { abiPostReturn() }
 
 //go:wasmexport wasmsched:plugin/lifecycle@0.2.0#apply
-func exportApply(p, n uint32) { abiApply(p, n) }
+func exportApply(p, n uint32) {
+	abiApply(p, n)
+	collectIfDue()
+}
 
 //go:wasmexport wasmsched:plugin/lifecycle@0.2.0#cycle-start
-func exportCycleStart(a uint32) uint32 { return abiCycleStart(a) }
+func exportCycleStart(a uint32) uint32 {
+	r := abiCycleStart(a)
+	collectIfDue()
+	return r
+}
 
 //go:wasmexport cabi_post_wasmsched:plugin/lifecycle@0.2.0#cycle-start
 func exportCycleStartPost(uint32) { abiPostReturn() }

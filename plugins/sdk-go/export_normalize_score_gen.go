@@ -10,7 +10,11 @@ package sdk
 func init() { builtPoints |= PointNormalizeScore }
 
 //go:wasmexport wasmsched:plugin/normalize-score@0.2.0#normalize-score
-func exportNormalizeScore(np, nn, sp, sn uint32) uint32 { return abiNormalizeScore(np, nn, sp, sn) }
+func exportNormalizeScore(np, nn, sp, sn uint32) uint32 {
+	r := abiNormalizeScore(np, nn, sp, sn)
+	collectIfDue()
+	return r
+}
 
 //go:wasmexport cabi_post_wasmsched:plugin/normalize-score@0.2.0#normalize-score
 func exportNormalizeScorePost(uint32) { abiPostReturn() }

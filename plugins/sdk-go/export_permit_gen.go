@@ -10,7 +10,11 @@ package sdk
 func init() { builtPoints |= PointPermit }
 
 //go:wasmexport wasmsched:plugin/permit@0.2.0#permit
-func exportPermit(node uint32) uint32 { return abiPermit(node) }
+func exportPermit(node uint32) uint32 {
+	r := abiPermit(node)
+	collectIfDue()
+	return r
+}
 
 //go:wasmexport cabi_post_wasmsched:plugin/permit@0.2.0#permit
 func exportPermitPost(uint32) { abiPostReturn() }

@@ -10,7 +10,11 @@ package sdk
 func init() { builtPoints |= PointPostFilter }
 
 //go:wasmexport wasmsched:plugin/post-filter@0.2.0#post-filter
-func exportPostFilter(p, n uint32) uint32 { return abiPostFilter(p, n) }
+func exportPostFilter(p, n uint32) uint32 {
+	r := abiPostFilter(p, n)
+	collectIfDue()
+	return r
+}
 
 //go:wasmexport cabi_post_wasmsched:plugin/post-filter@0.2.0#post-filter
 func exportPostFilterPost(uint32) { abiPostReturn() }

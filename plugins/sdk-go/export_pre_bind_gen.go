@@ -10,7 +10,11 @@ package sdk
 func init() { builtPoints |= PointPreBind }
 
 //go:wasmexport wasmsched:plugin/pre-bind@0.2.0#pre-bind
-func exportPreBind(node uint32) uint32 { return abiPreBind(node) }
+func exportPreBind(node uint32) uint32 {
+	r := abiPreBind(node)
+	collectIfDue()
+	return r
+}
 
 //go:wasmexport cabi_post_wasmsched:plugin/pre-bind@0.2.0#pre-bind
 func exportPreBindPost(uint32) { abiPostReturn() }

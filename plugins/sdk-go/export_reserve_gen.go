@@ -10,10 +10,17 @@ package sdk
 func init() { builtPoints |= PointReserve }
 
 //go:wasmexport wasmsched:plugin/reserve@0.2.0#reserve
-func exportReserve(node uint32) uint32 { return abiReserve(node) }
+func exportReserve(node uint32) uint32 {
+	r := abiReserve(node)
+	collectIfDue()
+	return r
+}
 
 //go:wasmexport cabi_post_wasmsched:plugin/reserve@0.2.0#reserve
 func exportReservePost(uint32) { abiPostReturn() }
 
 //go:wasmexport wasmsched:plugin/reserve@0.2.0#unreserve
-func exportUnreserve(p, n, node uint32) { abiUnreserve(p, n, node) }
+func exportUnreserve(p, n, node uint32) {
+	abiUnreserve(p, n, node)
+	collectIfDue()
+}

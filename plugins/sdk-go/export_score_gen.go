@@ -10,7 +10,11 @@ package sdk
 func init() { builtPoints |= PointScore }
 
 //go:wasmexport wasmsched:plugin/score@0.2.0#score
-func exportScore(p, n uint32) uint32 { return abiScore(p, n) }
+func exportScore(p, n uint32) uint32 {
+	r := abiScore(p, n)
+	collectIfDue()
+	return r
+}
 
 //go:wasmexport cabi_post_wasmsched:plugin/score@0.2.0#score
 func exportScorePost(uint32) { abiPostReturn() }

@@ -76,6 +76,7 @@ func cabiRealloc(old, oldSize, align, newSize uint32) uint32 {
 }
 
 func argAlloc(size, align uint32) uint32 {
+	abiBytes += size
 	if align == 0 {
 		align = 1
 	}
@@ -151,6 +152,7 @@ func resultAlloc(size, align uint32) uint32 {
 	if size == 0 {
 		return align
 	}
+	abiBytes += size
 	block := make([]uint64, (size+7)/8)
 	resultKeep = append(resultKeep, block)
 	return addr(unsafe.Pointer(&block[0]))

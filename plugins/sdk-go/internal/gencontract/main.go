@@ -173,11 +173,11 @@ func Generate(wit string) (map[string][]byte, error) {
 			name := fmt.Sprintf("wasmsched:plugin/%s@%s#%s", in.name, version, f.wit)
 			fmt.Fprintf(&b, "//go:wasmexport %s\n", name)
 			if f.result {
-				fmt.Fprintf(&b, "func %s(%s) uint32 { return %s }\n\n", f.goName, f.params, f.call)
+				fmt.Fprintf(&b, "func %s(%s) uint32 {\n\tr := %s\n\tcollectIfDue()\n\treturn r\n}\n\n", f.goName, f.params, f.call)
 				fmt.Fprintf(&b, "//go:wasmexport cabi_post_%s\n", name)
 				fmt.Fprintf(&b, "func %sPost(uint32) { abiPostReturn() }\n\n", f.goName)
 			} else {
-				fmt.Fprintf(&b, "func %s(%s) { %s }\n\n", f.goName, f.params, f.call)
+				fmt.Fprintf(&b, "func %s(%s) {\n\t%s\n\tcollectIfDue()\n}\n\n", f.goName, f.params, f.call)
 			}
 		}
 		if err := add("export_"+strings.ReplaceAll(in.name, "-", "_")+"_gen.go", b.String()); err != nil {
