@@ -1,3 +1,5 @@
+//go:build !wasip1
+
 package sdk
 
 // Tests of the canonical-ABI glue (abi.go), natively: a small encoder
