@@ -15,6 +15,7 @@ mod common;
 
 use std::path::PathBuf;
 use std::process::Command;
+use std::sync::{Arc, OnceLock};
 
 use common::*;
 use wasmsched::config;
@@ -203,33 +204,49 @@ fn go_unit_tests_pass() {
 
 /// Builds `plugins/sdk-go/internal/probe` (a test plugin that implements
 /// every extension point and answers with what it was given) with the
-/// SDK's build command, into the test's temporary directory.
+/// SDK's build command, once, into the tests' temporary directory.
 fn build_probe() -> PathBuf {
-    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("go-sdk-probe.wasm");
-    let cache = std::env::var_os("WASMSCHED_CACHE_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/wasmsched")
-        });
-    let built = Command::new("go")
-        .args(["run", "./cmd/build-plugin", "-o"])
-        .arg(&out)
-        .arg("-jco")
-        .arg(cache.join("tools/jco-1.35.0"))
-        .arg("./internal/probe")
-        .current_dir(repo_root().join("plugins/sdk-go"))
-        .env_remove("GOOS")
-        .env_remove("GOARCH")
-        .output()
-        .unwrap_or_else(|e| {
-            panic!("running `go run ./cmd/build-plugin`: {e} (install Go 1.24 or newer)")
-        });
-    assert!(
-        built.status.success(),
-        "building the probe plugin failed:\n{}",
-        String::from_utf8_lossy(&built.stderr)
-    );
-    out
+    static PROBE: OnceLock<PathBuf> = OnceLock::new();
+    PROBE
+        .get_or_init(|| {
+            let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("go-sdk-probe.wasm");
+            let cache = std::env::var_os("WASMSCHED_CACHE_DIR")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| {
+                    PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache/wasmsched")
+                });
+            let built = Command::new("go")
+                .args(["run", "./cmd/build-plugin", "-o"])
+                .arg(&out)
+                .arg("-jco")
+                .arg(cache.join("tools/jco-1.35.0"))
+                .arg("./internal/probe")
+                .current_dir(repo_root().join("plugins/sdk-go"))
+                .env_remove("GOOS")
+                .env_remove("GOARCH")
+                .output()
+                .unwrap_or_else(|e| {
+                    panic!("running `go run ./cmd/build-plugin`: {e} (install Go 1.24 or newer)")
+                });
+            assert!(
+                built.status.success(),
+                "building the probe plugin failed:\n{}",
+                String::from_utf8_lossy(&built.stderr)
+            );
+            out
+        })
+        .clone()
+}
+
+/// The probe, compiled once for all the tests.
+fn probe_module() -> Arc<PluginModule> {
+    static MODULE: OnceLock<Arc<PluginModule>> = OnceLock::new();
+    MODULE
+        .get_or_init(|| {
+            let source = wasm::source::read(&build_probe()).unwrap();
+            PluginModule::compile(&source.bytes).unwrap_or_else(|e| panic!("probe compiles: {e}"))
+        })
+        .clone()
 }
 
 fn pairs(kv: &[(&str, &str)]) -> Vec<(String, String)> {
@@ -297,25 +314,11 @@ fn probe_node(name: &str, labels: &[(&str, &str)], cordoned: bool) -> wit::Node 
     }
 }
 
-/// Every record, option, variant and list of the contract crosses the Go
-/// SDK's hand-written canonical-ABI glue through wasmtime, both ways, at
-/// every extension point.
-#[test]
-fn every_contract_type_crosses_the_go_sdk_glue_through_wasmtime() {
-    let source = wasm::source::read(&build_probe()).unwrap();
-    let module =
-        PluginModule::compile(&source.bytes).unwrap_or_else(|e| panic!("probe compiles: {e}"));
-    let refused = Instance::new("probe", &module, Limits::default(), r#"{"refuse": 1}"#).err();
-    assert!(
-        refused.is_some_and(|e| e.to_string().contains("probe args: refused as asked")),
-        "init's error reaches the host"
-    );
-    let mut inst = Instance::new("probe", &module, Limits::default(), "{}").unwrap();
-    let keys = &inst.interests;
-    assert!(keys.pod_labels.wants("anything") && keys.node_labels.wants("anything"));
-    assert!(keys.pod_annotations.wants("probe/seen") && keys.pod_annotations.wants("x"));
-    assert!(!keys.pod_annotations.wants("y") && !keys.node_annotations.wants("note"));
-
+/// A probe instance with nodes 0 (two pods placed, one removed), 1
+/// (labelled to be rejected), 2 (cordoned), 3 (refuses reserve) and a
+/// removed node 4, in the cycle of pod `u-1`.
+fn probe_in_a_cycle() -> Instance {
+    let mut inst = Instance::new("probe", &probe_module(), Limits::default(), "{}").unwrap();
     let running = full_pod("u-run", "running", Some("n0"));
     let mut small = full_pod("u-small", "small", Some("n0"));
     small.requests = amounts(&[("cpu", 500)]);
@@ -346,13 +349,41 @@ fn every_contract_type_crosses_the_go_sdk_glue_through_wasmtime() {
         true,
     )
     .unwrap();
+    let plan = inst
+        .cycle_start(&full_pod("u-1", "train", None))
+        .unwrap()
+        .unwrap();
+    assert!(plan.filter && plan.score);
+    inst
+}
 
+/// Every record, option, variant and list of the contract crosses the Go
+/// SDK's hand-written canonical-ABI glue through wasmtime, both ways: init,
+/// interests, apply, cycle-start, filter, score and normalize-score.
+#[test]
+fn the_go_sdk_glue_carries_the_lifecycle_filter_and_score_through_wasmtime() {
+    let refused = Instance::new(
+        "probe",
+        &probe_module(),
+        Limits::default(),
+        r#"{"refuse": 1}"#,
+    )
+    .err();
+    assert!(
+        refused.is_some_and(|e| e.to_string().contains("probe args: refused as asked")),
+        "init's error reaches the host"
+    );
+    let mut inst = probe_in_a_cycle();
+    let keys = &inst.interests;
+    assert!(keys.pod_labels.wants("anything") && keys.node_labels.wants("anything"));
+    assert!(keys.pod_annotations.wants("probe/seen") && keys.pod_annotations.wants("x"));
+    assert!(!keys.pod_annotations.wants("y") && !keys.node_annotations.wants("note"));
     let mut bad = full_pod("u-bad", "bad", None);
     bad.labels.clear();
     assert_eq!(inst.cycle_start(&bad).unwrap().unwrap_err(), "bad pod ✗");
-    let pod = full_pod("u-1", "train", None);
-    let plan = inst.cycle_start(&pod).unwrap().unwrap();
-    assert!(plan.filter && plan.score);
+    inst.cycle_start(&full_pod("u-1", "train", None))
+        .unwrap()
+        .unwrap();
 
     let verdicts = inst.filter(&[0, 1, 2, 4, 9]).unwrap();
     let verdicts: Vec<Option<(String, bool)>> = verdicts
@@ -379,7 +410,13 @@ fn every_contract_type_crosses_the_go_sdk_glue_through_wasmtime() {
         .unwrap_err()
         .to_string()
         .contains("node index 9 unknown to plugin"));
+}
 
+/// Reserve (with PreBind's patch, which shows what the plugin saw of the
+/// node and of the pod, every field), Unreserve and Permit through wasmtime.
+#[test]
+fn the_go_sdk_glue_carries_reserve_permit_and_pre_bind_through_wasmtime() {
+    let mut inst = probe_in_a_cycle();
     let patch = inst.reserve(0).unwrap().unwrap();
     assert_eq!(patch.labels, pairs(&[("probe/node", "n0")]));
     assert_eq!(
@@ -417,7 +454,13 @@ fn every_contract_type_crosses_the_go_sdk_glue_through_wasmtime() {
         inst.permit(2).unwrap().decision,
         wit::PermitDecision::Allow
     ));
+}
 
+/// PostFilter (candidates with victims) and DeletionCost (a pod status with
+/// metrics; an opinion, none, an error) through wasmtime.
+#[test]
+fn the_go_sdk_glue_carries_post_filter_and_deletion_cost_through_wasmtime() {
+    let mut inst = probe_in_a_cycle();
     let victim = |uid: &str, cost: i32, start: i64, violates: bool| wit::Victim {
         pod: full_pod(uid, uid, Some("n0")),
         deletion_cost: cost,
@@ -464,7 +507,7 @@ fn every_contract_type_crosses_the_go_sdk_glue_through_wasmtime() {
         .deletion_cost(&status("Failed", true), &[])
         .unwrap_err();
     assert!(failed.to_string().contains("failed pod web"), "{failed}");
-    // The instance is still sound after all of that (its heap collected).
+    // The instance is still sound after all of that.
     assert_eq!(inst.score(&[3]).unwrap(), vec![2993]);
 }
 
@@ -474,9 +517,7 @@ fn every_contract_type_crosses_the_go_sdk_glue_through_wasmtime() {
 /// garbage does not pile up across many full syncs.
 #[test]
 fn a_go_instance_collects_its_garbage_between_calls() {
-    let source = wasm::source::read(&build_probe()).unwrap();
-    let module = PluginModule::compile(&source.bytes).unwrap();
-    let mut inst = Instance::new("probe", &module, Limits::default(), "{}").unwrap();
+    let mut inst = Instance::new("probe", &probe_module(), Limits::default(), "{}").unwrap();
     let labels: Vec<(String, String)> = (0..20)
         .map(|i| (format!("example.com/label-{i:02}"), "x".repeat(40)))
         .collect();
