@@ -1,11 +1,11 @@
-//! The spot-affinity example policy written in Rust, Python, JavaScript and
-//! C (`examples/plugins/`) schedules the same pods onto the same nodes, and
-//! passes the same `plugin test` case file, in every language.
+//! The spot-affinity example policy written in Rust, Python, JavaScript, C
+//! and Go (`examples/plugins/`) schedules the same pods onto the same
+//! nodes, and passes the same `plugin test` case file, in every language.
 //!
 //! The components are built by `scripts/build-example-plugins DIR` (which
 //! `scripts/test` runs), and found through `WASMSCHED_EXAMPLE_PLUGINS=DIR`:
-//! `spot-affinity-{rust,python,js,c}.wasm`. Without the variable these
-//! tests fail, saying so: they are the proof that the four build.
+//! `spot-affinity-{rust,python,js,c,go}.wasm`. Without the variable these
+//! tests fail, saying so: they are the proof that the five build.
 
 mod common;
 
@@ -19,7 +19,7 @@ use wasmsched::plugin_test::{self, CaseFile};
 use wasmsched::simulate::{self, Report};
 use wasmsched::wasm::{self, DiskCache, Limits, PluginModule};
 
-const LANGS: [&str; 4] = ["rust", "python", "js", "c"];
+const LANGS: [&str; 5] = ["rust", "python", "js", "c", "go"];
 
 fn plugin_dir() -> PathBuf {
     match std::env::var_os("WASMSCHED_EXAMPLE_PLUGINS") {
@@ -173,6 +173,11 @@ fn c_places_pods_as_rust_does() {
     same_as_rust("c");
 }
 
+#[test]
+fn go_places_pods_as_rust_does() {
+    same_as_rust("go");
+}
+
 /// `examples/plugins/spot-affinity.cases.yaml` passes in every language.
 #[test]
 fn the_case_file_passes_in_every_language() {
@@ -231,12 +236,13 @@ fn every_language_passes_plugin_check_and_refuses_args() {
 
 /// The contract evolves compatibly: the C, Python and JavaScript examples
 /// are built against the previous minor (0.1.0, `wit/history/`), the Rust
-/// one against the current contract, and all four schedule alike (the
-/// tests above compare every placement, FitError and score).
+/// and Go ones against the current contract, and all five schedule alike
+/// (the tests above compare every placement, FitError and score).
 #[test]
 fn components_of_the_previous_minor_load_and_behave_the_same() {
     use wasmsched::wasm::exports::Minor;
     assert_eq!(module("rust").minor(), Minor::Current);
+    assert_eq!(module("go").minor(), Minor::Current);
     for lang in ["python", "js", "c"] {
         assert_eq!(module(lang).minor(), Minor::V0_1, "{lang}");
         assert_eq!(

@@ -1,0 +1,3 @@
+module wasmsched.io/plugin-sdk-go
+
+go 1.24
