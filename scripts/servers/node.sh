@@ -1,4 +1,5 @@
 # shellcheck shell=bash
+# shellcheck disable=SC2154  # cache, here, kube_bin: set by scripts/test-servers
 # A real node for the tests, sourced by scripts/test-servers:
 #
 #   scripts/test-servers start-node DIR NAME   # after `start DIR`
@@ -7,7 +8,7 @@
 # containerd and runc from Debian's packages and the kubelet of the
 # Kubernetes build, registered to the API server started in DIR as node
 # NAME. Each node lives in a network namespace of its own (bound to
-# DIR/nodes/NAME/netns), with 127.0.0.1 and a documentation address
+# DIR/nodes/NAME/ns/net) and a mount namespace (ns/mnt), with 127.0.0.1 and a documentation address
 # (192.0.2.N, RFC 5737) on its loopback device: pods use hostNetwork (no
 # CNI plugin runs), two nodes' pods can listen on the same port, and
 # nothing leaves the machine. The API server, on the machine's loopback, is
@@ -76,7 +77,7 @@ check_node_name() {
     { log "node name '$1': must be a DNS label of at most 32 characters"; exit 2; }
 }
 
-in_node() { local ndir=$1; shift; nsenter --net="$ndir/netns" "$@"; }
+in_node() { local ndir=$1; shift; nsenter --net="$ndir/ns/net" --mount="$ndir/ns/mnt" "$@"; }
 
 start_node() {
   local dir=$1 name=$2
@@ -104,12 +105,19 @@ start_node() {
   local ip="192.0.2.$index" api_port
   api_port=$(sed -n 's|^WASMSCHED_TEST_APISERVER=https://127.0.0.1:||p' "$dir/env")
 
-  # The network namespace, bound to a file (no name in /run/netns).
-  touch "$ndir/netns"
-  unshare --net="$ndir/netns" true
+  # The node's network and mount namespaces, bound to files (no name in
+  # /run/netns). In its mount namespace the node has its own
+  # /var/lib/kubelet/device-plugins (the kubelet's device-plugin socket has
+  # a fixed path), and what its kubelet and containers mount stays there.
+  mkdir -p "$ndir/ns" "$ndir/device-plugins" /var/lib/kubelet/device-plugins
+  mount --bind "$ndir/ns" "$ndir/ns"
+  mount --make-private "$ndir/ns"
+  touch "$ndir/ns/net" "$ndir/ns/mnt"
+  unshare --net="$ndir/ns/net" --mount="$ndir/ns/mnt" --propagation private \
+    mount --bind "$ndir/device-plugins" /var/lib/kubelet/device-plugins
   in_node "$ndir" ip link set lo up
   in_node "$ndir" ip addr add "$ip/32" dev lo
-  "$here/servers/netns-proxy" "$ndir/netns" 6443 "$api_port" >>"$ndir/proxy.log" 2>&1 &
+  "$here/servers/netns-proxy" "$ndir/ns/net" 6443 "$api_port" >>"$ndir/proxy.log" 2>&1 &
   echo $! >"$ndir/proxy.pid"
 
   # containerd, by hand: its own root, state and socket; the overlayfs
@@ -163,7 +171,7 @@ state = "$ndir/containerd/state"
 EOF
   log "starting containerd $(containerd --version | awk '{print $3}') for node $name ($snapshotter snapshotter)"
   # (nsenter execs the server: the pid file holds its pid)
-  nsenter --net="$ndir/netns" containerd --config "$ndir/containerd.toml" >>"$ndir/containerd.log" 2>&1 &
+  nsenter --net="$ndir/ns/net" --mount="$ndir/ns/mnt" containerd --config "$ndir/containerd.toml" >>"$ndir/containerd.log" 2>&1 &
   echo $! >"$ndir/containerd.pid"
   local i ctr=(ctr --address "$ndir/containerd.sock")
   for ((i = 0; i < 300; i++)); do
@@ -242,7 +250,7 @@ imageGCLowThresholdPercent: 99
 evictionHard: {memory.available: 50Mi, nodefs.available: 1%, imagefs.available: 1%}
 EOF
   log "starting kubelet $KUBERNETES_VERSION as node $name ($ip)"
-  nsenter --net="$ndir/netns" "$kube_bin/kubelet" --config="$ndir/kubelet.yaml" --kubeconfig="$ndir/kubeconfig" \
+  nsenter --net="$ndir/ns/net" --mount="$ndir/ns/mnt" "$kube_bin/kubelet" --config="$ndir/kubelet.yaml" --kubeconfig="$ndir/kubeconfig" \
     --hostname-override="$name" --node-ip="$ip" --root-dir="$ndir/kubelet" \
     --cert-dir="$ndir/kubelet-pki" --v=2 >>"$ndir/kubelet.log" 2>&1 &
   echo $! >"$ndir/kubelet.pid"
@@ -252,7 +260,7 @@ WASMSCHED_TEST_NODE_DIR=$ndir
 WASMSCHED_TEST_NODE_IP=$ip
 WASMSCHED_TEST_NODE_KUBECONFIG=$ndir/kubeconfig
 WASMSCHED_TEST_NODE_CONTAINERD=$ndir/containerd.sock
-WASMSCHED_TEST_NODE_DEVICE_PLUGINS=$ndir/kubelet/device-plugins
+WASMSCHED_TEST_NODE_DEVICE_PLUGINS=$ndir/device-plugins
 WASMSCHED_TEST_NODE_APISERVER=https://127.0.0.1:6443
 EOF
   local kubectl=("$kube_bin/kubectl" --kubeconfig "$dir/kubeconfig")
@@ -301,7 +309,8 @@ stop_node() {
   local m
   while read -r m; do umount -l "$m" 2>/dev/null || true; done < <(
     awk -v d="$ndir/" 'index($2, d) == 1 {print $2}' /proc/self/mounts | sort -r)
-  umount "$ndir/netns" 2>/dev/null || true
+  umount "$ndir/ns/net" "$ndir/ns/mnt" 2>/dev/null || true
+  umount "$ndir/ns" 2>/dev/null || true
   local cg sub
   cg=$(node_cgroup "$dir" "$name")
   for sub in /sys/fs/cgroup/*/; do
