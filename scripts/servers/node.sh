@@ -185,9 +185,16 @@ EOF
     IFS=: read -r -a more <<<"$WASMSCHED_TEST_NODE_IMAGES"
     images+=("${more[@]}")
   fi
+  local ref
   for img in "${images[@]}"; do
     [ -f "$img" ] || { log "image $img: no such file"; exit 1; }
-    "${ctr[@]}" -n k8s.io images import --snapshotter "$snapshotter" "$img" >>"$ndir/containerd.log" 2>&1 ||
+    # Named as its index says (REPO:TAG), and REPO@DIGEST too, so that pods
+    # may name it either way.
+    ref=$(tar -xOf "$img" index.json | python3 -c \
+      'import json,sys; print(json.load(sys.stdin)["manifests"][0]["annotations"]["io.containerd.image.name"])') ||
+      { log "image $img: no io.containerd.image.name in its index.json"; exit 1; }
+    "${ctr[@]}" -n k8s.io images import --snapshotter "$snapshotter" --digests \
+      --base-name "${ref%:*}" "$img" >>"$ndir/containerd.log" 2>&1 ||
       { log "importing $img failed (see $ndir/containerd.log)"; exit 1; }
   done
 
