@@ -34,7 +34,9 @@ pub fn expand(dir: &Path, patterns: &[String]) -> Result<Vec<PathBuf>, ConfigErr
         if pattern.is_empty() || pattern.contains('/') || pattern == "." || pattern == ".." {
             return Err(err(
                 field,
-                format!("{pattern:?}: a file name or pattern in the configuration's directory (no '/')"),
+                format!(
+                    "{pattern:?}: a file name or pattern in the configuration's directory (no '/')"
+                ),
             ));
         }
         if !pattern.contains('*') {
@@ -71,8 +73,7 @@ fn matches(pattern: &str, name: &str) -> bool {
     if parts.len() == 1 {
         return pattern == name;
     }
-    if !name.starts_with(first) || name.len() < first.len() + last.len() || !name.ends_with(last)
-    {
+    if !name.starts_with(first) || name.len() < first.len() + last.len() || !name.ends_with(last) {
         return false;
     }
     let mut rest = &name[first.len()..name.len() - last.len()];
@@ -176,7 +177,12 @@ pub fn merge(
     for (key, value) in frag {
         match key.as_str() {
             "apiVersion" | "kind" => {}
-            "include" => return Err(err(format!("{name}: include"), "a fragment cannot include others")),
+            "include" => {
+                return Err(err(
+                    format!("{name}: include"),
+                    "a fragment cannot include others",
+                ))
+            }
             "profiles" => {
                 for p in value.as_array().cloned().unwrap_or_default() {
                     merge_profile(base_map, p, name, origins)?;
@@ -309,7 +315,13 @@ mod tests {
             &mut o,
         )
         .unwrap();
-        merge(&mut base, json!({"deletionCost": {"interval": "30s"}}), "dc.yaml", &mut o).unwrap();
+        merge(
+            &mut base,
+            json!({"deletionCost": {"interval": "30s"}}),
+            "dc.yaml",
+            &mut o,
+        )
+        .unwrap();
         assert_eq!(
             base["profiles"][0]["plugins"]["multiPoint"],
             json!({"disabled": [{"name": "X"}], "enabled": [{"name": "Coscheduling"}]})
@@ -325,7 +337,10 @@ mod tests {
         let mut o = Origins::of_base(&base, "config.yaml");
         for (frag, field) in [
             (json!({"parallelism": 4}), "x.yaml: parallelism"),
-            (json!({"wasmPlugins": [{"name": "P"}]}), "x.yaml: wasmPlugins[P]"),
+            (
+                json!({"wasmPlugins": [{"name": "P"}]}),
+                "x.yaml: wasmPlugins[P]",
+            ),
             (
                 json!({"profiles": [{"schedulerName": "gpu", "pluginConfig": [{"name": "P"}]}]}),
                 "x.yaml: profiles[gpu].pluginConfig[P]",

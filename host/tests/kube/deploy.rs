@@ -232,8 +232,7 @@ pub fn runnable_config_with(components: &[&str], dir: &Path) -> std::path::PathB
     for c in components {
         let name = format!("fragment-{c}.yaml");
         let from = repo().join("deploy/components").join(c).join(&name);
-        std::fs::copy(&from, dir.join(&name))
-            .unwrap_or_else(|e| panic!("{}: {e}", from.display()));
+        std::fs::copy(&from, dir.join(&name)).unwrap_or_else(|e| panic!("{}: {e}", from.display()));
     }
     runnable_config(&repo().join("deploy/config.yaml"), dir)
 }

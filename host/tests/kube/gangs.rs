@@ -583,7 +583,11 @@ async fn the_gangs_component_is_accepted_and_its_rbac_suffices() {
             .args(["profiles", "--config", path.to_str().unwrap()])
             .output()
             .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
     assert!(profiles(&with_fragment).contains("Coscheduling"));

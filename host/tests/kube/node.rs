@@ -51,10 +51,7 @@ fn test_servers(args: &[&str]) -> String {
         .stderr(Stdio::inherit())
         .output()
         .expect("running scripts/test-servers");
-    assert!(
-        out.status.success(),
-        "scripts/test-servers {args:?} failed"
-    );
+    assert!(out.status.success(), "scripts/test-servers {args:?} failed");
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
@@ -126,6 +123,34 @@ pub fn image() -> &'static Image {
             digest: digest.to_string(),
         }
     })
+}
+
+/// The JavaScript example component (12 MB, 3.9 MB gzipped: over a
+/// ConfigMap's 1 MiB) in an image with busybox's `cp`, as the chart's
+/// `plugins[].image` expects.
+const BIG_PLUGIN_IMAGE: &str = "wasmsched.test/spot-affinity-js:1";
+
+fn big_plugin_image(dir: &Path) -> PathBuf {
+    let component = match std::env::var_os("WASMSCHED_EXAMPLE_PLUGINS") {
+        Some(d) => PathBuf::from(d).join("spot-affinity-js.wasm"),
+        None => panic!(
+            "WASMSCHED_EXAMPLE_PLUGINS is not set: run `scripts/build-example-plugins DIR` and set \
+             WASMSCHED_EXAMPLE_PLUGINS=DIR (or run scripts/test)"
+        ),
+    };
+    assert!(component.is_file(), "{} is missing", component.display());
+    let rootfs = dir.join("big-plugin-rootfs");
+    std::fs::create_dir_all(rootfs.join("bin")).unwrap();
+    std::fs::copy("/bin/busybox", rootfs.join("bin/busybox")).expect("busybox-static");
+    std::os::unix::fs::symlink("busybox", rootfs.join("bin/cp")).unwrap();
+    std::fs::copy(&component, rootfs.join("spot-affinity-js.wasm")).unwrap();
+    let tar = dir.join("big-plugin.tar");
+    run(Command::new(repo().join("scripts/oci-image"))
+        .arg("--rootfs")
+        .arg(&rootfs)
+        .args(["--name", BIG_PLUGIN_IMAGE, "--out"])
+        .arg(&tar));
+    tar
 }
 
 /// The real nodes, kube-controller-manager and kube-scheduler for one
@@ -221,6 +246,18 @@ impl RealCluster {
     }
 }
 
+/// Stops the test nodes (a test that died may have left them running; a
+/// running kubelet registers its Node again, which other tests would count).
+fn stop_nodes() {
+    for name in NODES {
+        let _ = Command::new(repo().join("scripts/test-servers"))
+            .args(["stop-node"])
+            .arg(&env().servers)
+            .arg(name)
+            .status();
+    }
+}
+
 impl Drop for RealCluster {
     fn drop(&mut self) {
         if let Some(mut c) = self.gpu_plugin.take() {
@@ -229,13 +266,7 @@ impl Drop for RealCluster {
         }
         let _ = self.kube_scheduler.kill();
         let _ = self.kube_scheduler.wait();
-        for name in NODES {
-            let _ = Command::new(repo().join("scripts/test-servers"))
-                .args(["stop-node"])
-                .arg(&env().servers)
-                .arg(name)
-                .status();
-        }
+        stop_nodes();
         let _ = Command::new(repo().join("scripts/test-servers"))
             .args(["stop-controller-manager"])
             .arg(&env().servers)
@@ -249,7 +280,15 @@ async fn clean_install(client: &Client) {
     let _ = Command::new(test_servers(&["helm"]))
         .arg("--kubeconfig")
         .arg(&env().kubeconfig)
-        .args(["uninstall", "wasmsched", "-n", NS, "--wait", "--timeout", "60s"])
+        .args([
+            "uninstall",
+            "wasmsched",
+            "-n",
+            NS,
+            "--wait",
+            "--timeout",
+            "60s",
+        ])
         .output();
     let _ = kubectl(&[
         "delete",
@@ -285,8 +324,9 @@ async fn clean_install(client: &Client) {
 /// Gzipped: the loader takes `.wasm.gz`.
 fn policy(version: u8) -> Vec<u8> {
     let bytes = match version {
-        1 => std::fs::read(Path::new(env!("WASMSCHED_TEST_PLUGIN_DIR")).join("chaos.wasm"))
-            .unwrap(),
+        1 => {
+            std::fs::read(Path::new(env!("WASMSCHED_TEST_PLUGIN_DIR")).join("chaos.wasm")).unwrap()
+        }
         _ => wasmsched::wasm::builtin::BUILTIN
             .iter()
             .find(|(name, _)| *name == "gpu-topology")
@@ -294,28 +334,28 @@ fn policy(version: u8) -> Vec<u8> {
             .1
             .to_vec(),
     };
-    let mut gz = Command::new("gzip")
-        .args(["-9", "-n", "-c"])
+    filter(&mut Command::new("gzip").args(["-9", "-n", "-c"]), &bytes)
+}
+
+/// Runs `cmd` with `input` on its stdin (written from another thread, so
+/// that a full stdout pipe cannot block the writer) and returns its stdout.
+fn filter(cmd: &mut Command, input: &[u8]) -> Vec<u8> {
+    let mut child = cmd
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
-        .expect("gzip");
-    gz.stdin.take().unwrap().write_all(&bytes).unwrap();
-    let out = gz.wait_with_output().unwrap();
-    assert!(out.status.success());
+        .unwrap_or_else(|e| panic!("{cmd:?}: {e}"));
+    let mut stdin = child.stdin.take().unwrap();
+    let input = input.to_vec();
+    let writer = std::thread::spawn(move || stdin.write_all(&input));
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap().unwrap();
+    assert!(out.status.success(), "{cmd:?} failed");
     out.stdout
 }
 
 fn base64(bytes: &[u8]) -> String {
-    use std::process::Stdio;
-    let mut b = Command::new("base64")
-        .arg("-w0")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("base64");
-    b.stdin.take().unwrap().write_all(bytes).unwrap();
-    String::from_utf8(b.wait_with_output().unwrap().stdout).unwrap()
+    String::from_utf8(filter(Command::new("base64").arg("-w0"), bytes)).unwrap()
 }
 
 /// A workload pod for `scheduler` on the node's network (the test nodes
@@ -354,7 +394,10 @@ async fn create(client: &Client, p: Pod) {
 }
 
 async fn get(client: &Client, ns: &str, name: &str) -> Option<Pod> {
-    Api::<Pod>::namespaced(client.clone(), ns).get(name).await.ok()
+    Api::<Pod>::namespaced(client.clone(), ns)
+        .get(name)
+        .await
+        .ok()
 }
 
 fn phase(p: &Pod) -> &str {
@@ -406,7 +449,8 @@ async fn wait_phase(client: &Client, name: &str, want: &str) {
     .await;
 }
 
-/// The cpu (millicores) the scheduler's pods request on `node`.
+/// The cpu (millicores) the pods on `node` request in their containers
+/// (before the test adds pods with init containers: the scheduler's own).
 async fn cpu_used(client: &Client, node: &str) -> i64 {
     let pods: Api<Pod> = Api::all(client.clone());
     let mut used = 0;
@@ -505,12 +549,17 @@ async fn scheduled_events(client: &Client) -> BTreeMap<String, Vec<String>> {
     out
 }
 
+/// Sets (or removes) a node label, then gives the scheduler's node watch
+/// a moment: its Node and Pod watches are not ordered with each other, so
+/// a pod created in the same instant could be scheduled against the node
+/// as it was.
 async fn label_node(client: &Client, node: &str, key: &str, value: Option<&str>) {
     let patch = json!({"metadata": {"labels": {key: value}}});
     Api::<Node>::all(client.clone())
         .patch(node, &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
 }
 
 /// The admission checks: pods with native sidecars and init containers
@@ -553,7 +602,12 @@ async fn admission_checks(client: &Client, cluster: &RealCluster, scheduler: &st
             events_for(client, WORK, &extra, "FailedScheduling")
                 .await
                 .iter()
-                .any(|e| e.message.as_deref().unwrap_or("").contains("Insufficient cpu"))
+                .any(|e| {
+                    e.message
+                        .as_deref()
+                        .unwrap_or("")
+                        .contains("Insufficient cpu")
+                })
         },
     )
     .await;
@@ -568,8 +622,8 @@ async fn admission_checks(client: &Client, cluster: &RealCluster, scheduler: &st
     // containers), runs its init container, then its main one; 100m
     // more and it must wait, where a scheduler counting only the
     // containers would bind it and the kubelet reject it.
-    let free = allocatable_cpu(client, node).await - cpu_used(client, node).await
-        - 800 * fit as i64;
+    // (What the scheduler's replica left, less the sidecar pods' 800m.)
+    let free = free - 800 * fit as i64;
     for (name, cpu) in [("init-exact", free), ("init-over", free + 100)] {
         let mut spec = pin.clone();
         merge(
@@ -636,7 +690,8 @@ async fn gpu_checks(client: &Client, cluster: &RealCluster, scheduler: &str) {
     );
     let log = cluster.container_log(&p, "main");
     assert!(
-        log.contains("devices=fake-gpu-0,fake-gpu-1") || log.contains("devices=fake-gpu-1,fake-gpu-0"),
+        log.contains("devices=fake-gpu-0,fake-gpu-1")
+            || log.contains("devices=fake-gpu-1,fake-gpu-0"),
         "the container did not get the devices: {log:?}"
     );
     wait_until("gpu-over reported", Duration::from_secs(60), || async {
@@ -654,6 +709,45 @@ async fn gpu_checks(client: &Client, cluster: &RealCluster, scheduler: &str) {
     assert!(!is_bound(&get(client, WORK, "gpu-over").await.unwrap()));
 }
 
+/// The component copied from its image decides in its profile: node-a
+/// is reserved for batch pods, so a latency-critical pod goes to node-b,
+/// and a pod with an unknown class is refused with the label named.
+async fn big_plugin_decides(client: &Client) {
+    label_node(client, "node-a", "wasmsched.io/reserved-for", Some("batch")).await;
+    for (name, class) in [
+        ("latency-0", "latency-critical"),
+        ("latency-1", "latency-critical"),
+        ("bad-class", "x"),
+    ] {
+        let mut p = pod(name, "wasmsched-default", json!({}));
+        p.metadata.labels =
+            Some([("wasmsched.io/workload-class".to_string(), class.to_string())].into());
+        create(client, p).await;
+    }
+    for name in ["latency-0", "latency-1"] {
+        wait_phase(client, name, "Running").await;
+        let p = get(client, WORK, name).await.unwrap();
+        assert_eq!(
+            p.spec.unwrap().node_name.as_deref(),
+            Some("node-b"),
+            "{name}"
+        );
+    }
+    wait_until("bad-class refused", Duration::from_secs(60), || async {
+        events_for(client, WORK, "bad-class", "FailedScheduling")
+            .await
+            .iter()
+            .any(|e| {
+                e.message
+                    .as_deref()
+                    .unwrap_or("")
+                    .contains("wasmsched.io/workload-class")
+            })
+    })
+    .await;
+    label_node(client, "node-a", "wasmsched.io/reserved-for", None).await;
+}
+
 /// The leader's pod is deleted: the other replica takes over, pods
 /// created meanwhile are bound once each, and the replacement pod joins
 /// as the standby.
@@ -669,13 +763,16 @@ async fn leader_failover(client: &Client, scheduler: &str) {
         create(client, pod(&format!("during-{i}"), scheduler, json!({}))).await;
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-    wait_until(
-        "the standby to lead",
-        Duration::from_secs(60),
-        || async { leader(client).await.is_some_and(|l| l != old && before.contains_key(&l)) },
-    )
+    wait_until("the standby to lead", Duration::from_secs(60), || async {
+        leader(client)
+            .await
+            .is_some_and(|l| l != old && before.contains_key(&l))
+    })
     .await;
-    eprintln!("takeover after the leader's pod was deleted: {:.1} s", t.elapsed().as_secs_f64());
+    eprintln!(
+        "takeover after the leader's pod was deleted: {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
     for i in 0..6 {
         wait_phase(client, &format!("during-{i}"), "Running").await;
     }
@@ -713,16 +810,12 @@ async fn policy_swap(
         )
     };
     create(client, probe("probe-v1")).await;
-    wait_until(
-        "v1 to reject node-b",
-        Duration::from_secs(60),
-        || async {
-            events_for(client, WORK, "probe-v1", "FailedScheduling")
-                .await
-                .iter()
-                .any(|e| e.message.as_deref().unwrap_or("").contains("chaos says no"))
-        },
-    )
+    wait_until("v1 to reject node-b", Duration::from_secs(60), || async {
+        events_for(client, WORK, "probe-v1", "FailedScheduling")
+            .await
+            .iter()
+            .any(|e| e.message.as_deref().unwrap_or("").contains("chaos says no"))
+    })
     .await;
     let t = Instant::now();
     update();
@@ -750,8 +843,14 @@ async fn policy_swap(
     // logged and counted the reload.
     let pods_after = scheduler_pods(client).await;
     assert_eq!(
-        pods_before.iter().map(|(n, p)| (n, &p.0, p.2)).collect::<Vec<_>>(),
-        pods_after.iter().map(|(n, p)| (n, &p.0, p.2)).collect::<Vec<_>>(),
+        pods_before
+            .iter()
+            .map(|(n, p)| (n, &p.0, p.2))
+            .collect::<Vec<_>>(),
+        pods_after
+            .iter()
+            .map(|(n, p)| (n, &p.0, p.2))
+            .collect::<Vec<_>>(),
         "the scheduler's pods were restarted or replaced"
     );
     let lead = leader(client).await.unwrap();
@@ -797,17 +896,21 @@ async fn the_helm_chart_installs_wasmsched_on_real_nodes() {
     let _g = serial();
     let started = Instant::now();
     let client = client().await;
-    reset(&client, &[WORK, NS]).await;
+    stop_nodes();
     clean_install(&client).await;
+    reset(&client, &[WORK, NS]).await;
     let image = image();
-    let mut cluster = RealCluster::start(&[&image.tar]);
+    let images = tempfile::tempdir().unwrap();
+    let big = big_plugin_image(images.path());
+    let mut cluster = RealCluster::start(&[&image.tar, &big]);
     cluster.start_gpu_plugin();
     let tmp = cluster.dir.path().to_path_buf();
     let chart = repo().join("deploy/chart/wasmsched");
     let chart = chart.to_str().unwrap();
 
     // The chart's version is the image's, Cargo's.
-    let chart_yaml = std::fs::read_to_string(repo().join("deploy/chart/wasmsched/Chart.yaml")).unwrap();
+    let chart_yaml =
+        std::fs::read_to_string(repo().join("deploy/chart/wasmsched/Chart.yaml")).unwrap();
     let version = image.reference.rsplit_once(':').unwrap().1;
     assert!(
         chart_yaml.contains(&format!("\nversion: {version}\n"))
@@ -818,12 +921,23 @@ async fn the_helm_chart_installs_wasmsched_on_real_nodes() {
     // Everything on at once, rendered and accepted by the API server.
     install_service_monitor_crd(&tmp);
     let all = helm(&[
-        "template", "wasmsched", chart, "-n", NS,
-        "--set", "gangs.enabled=true,gpuSharing.enabled=true,deletionCost.enabled=true",
-        "--set", "metrics.serviceMonitor.enabled=true,metrics.grafanaDashboard.enabled=true",
+        "template",
+        "wasmsched",
+        chart,
+        "-n",
+        NS,
+        "--set",
+        "gangs.enabled=true,gpuSharing.enabled=true,deletionCost.enabled=true",
+        "--set",
+        "metrics.serviceMonitor.enabled=true,metrics.grafanaDashboard.enabled=true",
     ]);
     let rendered = write(&tmp, "all.yaml", &all);
-    let (ok, out) = kubectl(&["apply", "--dry-run=server", "-f", rendered.to_str().unwrap()]);
+    let (ok, out) = kubectl(&[
+        "apply",
+        "--dry-run=server",
+        "-f",
+        rendered.to_str().unwrap(),
+    ]);
     assert!(ok, "server dry run of the chart: {out}");
     for kind in [
         "clusterrole.rbac.authorization.k8s.io/wasmsched-gangs",
@@ -843,14 +957,26 @@ async fn the_helm_chart_installs_wasmsched_on_real_nodes() {
         .into_iter()
         .find(|o| o["kind"] == "ConfigMap" && o["metadata"]["name"] == "wasmsched-config")
         .expect("the config ConfigMap");
-    let config_file = write(&tmp, "config.yaml", config["data"]["config.yaml"].as_str().unwrap());
+    let config_file = write(
+        &tmp,
+        "config.yaml",
+        config["data"]["config.yaml"].as_str().unwrap(),
+    );
     let profiles = run(Command::new(env!("CARGO_BIN_EXE_wasmsched"))
         .args(["profiles", "--config"])
         .arg(&config_file));
-    for part in ["Coscheduling", "hami-scheduler", "gpu-scheduler", "wasmsched-default"] {
+    for part in [
+        "Coscheduling",
+        "hami-scheduler",
+        "gpu-scheduler",
+        "wasmsched-default",
+    ] {
         assert!(profiles.contains(part), "{part} missing: {profiles}");
     }
-    assert!(wasmsched::config::load(&config_file).unwrap().deletion_cost.is_some());
+    assert!(wasmsched::config::load(&config_file)
+        .unwrap()
+        .deletion_cost
+        .is_some());
 
     // The install, as the README says, with the test cluster's overrides:
     // the nodes' network and the API server at 127.0.0.1:6443 there.
@@ -865,7 +991,11 @@ async fn the_helm_chart_installs_wasmsched_on_real_nodes() {
              deletionCost:\n  enabled: true\n  config: {{prometheus: {{url: \"http://127.0.0.1:9\"}}}}\n\
              clusterSize: {{nodes: 2, pods: 100}}\n\
              plugins:\n- name: Policy\n  file: policy.wasm.gz\n  failurePolicy: Fail\n  base64: {policy_v1}\n  \
-             profiles:\n    gpu-scheduler: {{points: [filter, score]}}\n",
+             profiles:\n    gpu-scheduler: {{points: [filter, score]}}\n\
+             - name: SpotAffinity\n  file: spot-affinity-js.wasm\n  image: {BIG_PLUGIN_IMAGE}\n  \
+             imagePath: /spot-affinity-js.wasm\n  timeout: 1s\n  memoryLimit: 128Mi\n  \
+             profiles:\n    wasmsched-default: {{points: [multiPoint]}}\n\
+             resources:\n  requests: {{cpu: 500m, memory: 256Mi}}\n  limits: {{memory: 1Gi}}\n",
             digest = image.digest
         ),
     );
@@ -874,11 +1004,20 @@ async fn the_helm_chart_installs_wasmsched_on_real_nodes() {
     assert!(ok, "{out}");
     let t = Instant::now();
     helm(&[
-        "install", "wasmsched", chart, "-n", NS, "--create-namespace", "-f",
+        "install",
+        "wasmsched",
+        chart,
+        "-n",
+        NS,
+        "--create-namespace",
+        "-f",
         values.to_str().unwrap(),
     ]);
     wait_two_ready(&client).await;
-    eprintln!("helm install to two ready replicas: {:.1} s", t.elapsed().as_secs_f64());
+    eprintln!(
+        "helm install to two ready replicas: {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
     let pods = scheduler_pods(&client).await;
     let nodes: std::collections::BTreeSet<&String> = pods.values().map(|p| &p.1).collect();
     assert_eq!(nodes.len(), 2, "the replicas share a node: {pods:?}");
@@ -890,8 +1029,13 @@ async fn the_helm_chart_installs_wasmsched_on_real_nodes() {
         .image
         .clone()
         .unwrap();
-    assert_eq!(image_ref, format!("ghcr.io/wasmsched/wasmsched@{}", image.digest));
+    assert_eq!(
+        image_ref,
+        format!("ghcr.io/wasmsched/wasmsched@{}", image.digest)
+    );
 
+    big_plugin_decides(&client).await;
+    clear_work(&client).await;
     admission_checks(&client, &cluster, "gpu-scheduler", true).await;
     clear_work(&client).await;
     leader_failover(&client, "gpu-scheduler").await;
@@ -906,13 +1050,26 @@ async fn the_helm_chart_installs_wasmsched_on_real_nodes() {
     );
     let latency = policy_swap(&client, &cluster, "gpu-scheduler", || {
         helm(&[
-            "upgrade", "wasmsched", chart, "-n", NS, "-f",
+            "upgrade",
+            "wasmsched",
+            chart,
+            "-n",
+            NS,
+            "-f",
             values_v2.to_str().unwrap(),
         ]);
     })
     .await;
     clear_work(&client).await;
-    helm(&["uninstall", "wasmsched", "-n", NS, "--wait", "--timeout", "120s"]);
+    helm(&[
+        "uninstall",
+        "wasmsched",
+        "-n",
+        NS,
+        "--wait",
+        "--timeout",
+        "120s",
+    ]);
     eprintln!(
         "helm test: {:.0} s (policy swap {:.1} s)",
         started.elapsed().as_secs_f64(),
@@ -930,7 +1087,15 @@ fn kustomize_overlay(dir: &Path, digest: &str, policy: &[u8]) -> PathBuf {
     std::fs::create_dir_all(&overlay).unwrap();
     // kustomize wants paths relative to the overlay.
     let up = overlay.components().count() - 1;
-    let base = format!("{}{}", "../".repeat(up), repo().join("deploy").display().to_string().trim_start_matches('/'));
+    let base = format!(
+        "{}{}",
+        "../".repeat(up),
+        repo()
+            .join("deploy")
+            .display()
+            .to_string()
+            .trim_start_matches('/')
+    );
     std::fs::write(overlay.join("policy.wasm.gz"), policy).unwrap();
     write(
         &overlay,
@@ -944,7 +1109,7 @@ fn kustomize_overlay(dir: &Path, digest: &str, policy: &[u8]) -> PathBuf {
         "test-cluster.yaml",
         "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: wasmsched, namespace: wasmsched}\n\
          spec:\n  template:\n    spec:\n      hostNetwork: true\n      dnsPolicy: ClusterFirstWithHostNet\n      \
-         containers:\n      - name: wasmsched\n        env:\n        \
+         containers:\n      - name: wasmsched\n        imagePullPolicy: Never\n        env:\n        \
          - {name: KUBERNETES_SERVICE_HOST, value: 127.0.0.1}\n        \
          - {name: KUBERNETES_SERVICE_PORT, value: \"6443\"}\n",
     );
@@ -968,8 +1133,9 @@ async fn the_kustomize_base_installs_wasmsched_on_real_nodes() {
     let _g = serial();
     let started = Instant::now();
     let client = client().await;
-    reset(&client, &[WORK, NS]).await;
+    stop_nodes();
     clean_install(&client).await;
+    reset(&client, &[WORK, NS]).await;
     let image = image();
     let cluster = RealCluster::start(&[&image.tar]);
     let tmp = cluster.dir.path().to_path_buf();
