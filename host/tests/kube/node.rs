@@ -521,6 +521,8 @@ async fn scheduler_pods(client: &Client) -> BTreeMap<String, (String, String, i3
         .collect()
 }
 
+/// Waits for two ready replicas, one holding the Lease; none has
+/// restarted (a probe that killed a slow start would show here).
 async fn wait_two_ready(client: &Client) {
     wait_until(
         "two ready scheduler pods and a leader",
@@ -533,6 +535,11 @@ async fn wait_two_ready(client: &Client) {
         },
     )
     .await;
+    let pods = scheduler_pods(client).await;
+    assert!(
+        pods.values().all(|p| p.2 == 0),
+        "a scheduler container restarted: {pods:?}"
+    );
 }
 
 /// Scheduled events per pod of WORK, by replica (reporting instance).
@@ -769,9 +776,16 @@ async fn leader_failover(client: &Client, scheduler: &str) {
             .is_some_and(|l| l != old && before.contains_key(&l))
     })
     .await;
+    let takeover = t.elapsed();
     eprintln!(
         "takeover after the leader's pod was deleted: {:.1} s",
-        t.elapsed().as_secs_f64()
+        takeover.as_secs_f64()
+    );
+    // The old leader releases the Lease on SIGTERM: the standby takes it
+    // at its next retry (2 s), well before the lease would expire (15 s).
+    assert!(
+        takeover < Duration::from_secs(15),
+        "the Lease was not released: taken over after {takeover:?}"
     );
     for i in 0..6 {
         wait_phase(client, &format!("during-{i}"), "Running").await;
