@@ -82,6 +82,7 @@ in_node() { local ndir=$1; shift; nsenter --net="$ndir/ns/net" --mount="$ndir/ns
 start_node() {
   local dir=$1 name=$2
   check_node_name "$name"
+  [ "$(id -u)" -eq 0 ] || { log "start-node: needs root (network and mount namespaces, cgroups, containerd)"; exit 1; }
   [ -f "$dir/env" ] || { log "start-node: $dir/env: no servers started in $dir (run start first)"; exit 1; }
   dir="$(cd "$dir" && pwd)"
   local ndir
