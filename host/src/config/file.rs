@@ -90,6 +90,10 @@ pub struct ConfigFile {
     pub api_version: Option<String>,
     /// `WasmSchedulerConfiguration` or `KubeSchedulerConfiguration`.
     pub kind: Option<String>,
+    /// Fragments merged into this file (names or `*` patterns in its
+    /// directory): `config::include`.
+    #[serde(default)]
+    pub include: Vec<String>,
     /// Threads that evaluate nodes in parallel (default: CPU count).
     pub parallelism: Option<usize>,
     /// Default for every profile; 0 or absent: upstream's adaptive rule.

@@ -2,6 +2,7 @@
 //! chains (native core plugins and wasm components).
 
 pub mod file;
+pub mod include;
 mod plugin_sets;
 mod profiles;
 mod specs;
@@ -68,10 +69,50 @@ pub fn parse(text: &str) -> Result<ConfigFile, ConfigError> {
 /// Reads and parses a configuration file (at most
 /// [`input::Limits::file_bytes`]).
 pub fn load(path: &Path) -> Result<ConfigFile, ConfigError> {
-    let text = ReadBudget::new(input::Limits::DEFAULT)
+    let mut budget = ReadBudget::new(input::Limits::DEFAULT);
+    let text = budget
         .read(path)
         .map_err(|e| err(path.display().to_string(), e.to_string()))?;
-    parse(&text).map_err(|e| err(format!("{}: {}", path.display(), e.field), e.cause))
+    let named = |p: &Path, e: ConfigError| err(format!("{}: {}", p.display(), e.field), e.cause);
+    let file = parse(&text).map_err(|e| named(path, e))?;
+    if file.include.is_empty() {
+        return Ok(file);
+    }
+    // Each fragment is checked alone first (errors with its line), then
+    // the values are merged and read again as one file.
+    let dir = path.parent().unwrap_or(Path::new(""));
+    let fragments = include::expand(dir, &file.include).map_err(|e| named(path, e))?;
+    let raw = |text: &str, p: &Path| {
+        input::yaml::typed::<serde_json::Value>(text, &input::Limits::DEFAULT)
+            .map_err(|e| err(p.display().to_string(), e.cause))
+    };
+    let mut merged = raw(&text, path)?;
+    if let Some(m) = merged.as_object_mut() {
+        m.remove("include");
+    }
+    let mut origins = include::Origins::of_base(&merged, &path.display().to_string());
+    for fragment in fragments {
+        let text = budget
+            .read(&fragment)
+            .map_err(|e| err(fragment.display().to_string(), e.to_string()))?;
+        parse(&text).map_err(|e| named(&fragment, e))?;
+        let value = raw(&text, &fragment)?;
+        include::merge(
+            &mut merged,
+            value,
+            &fragment.display().to_string(),
+            &mut origins,
+        )
+        .map_err(|e| err(format!("include: {}", e.field), e.cause))?;
+    }
+    let file: ConfigFile = serde_json::from_value(merged).map_err(|e| {
+        err(
+            format!("{} with its fragments", path.display()),
+            e.to_string(),
+        )
+    })?;
+    file::check(&file).map_err(|e| named(path, e))?;
+    Ok(file)
 }
 
 /// Every profile, ready to schedule: the engine's [`crate::scheduler::Scheduler`]

@@ -246,6 +246,9 @@ pub async fn run(
     let throttle = client::Throttle::new(settings.qps, settings.burst);
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let _watcher = plugin_watcher(&scheduler, file, base)?;
+    if let Some(w) = &_watcher {
+        requeue_after_reloads(w.reloader().subscribe(), shared.clone());
+    }
 
     let http = tokio::spawn(server::serve(http, shared.clone(), shutdown_rx.clone()));
     let (report_tx, report_rx) = mpsc::unbounded_channel();
@@ -366,6 +369,30 @@ fn plugin_watcher(
         crate::reload::Options::default(),
     )?);
     Ok(Some(crate::reload::PluginWatcher::start(reloader)?))
+}
+
+/// A new version of a plugin may accept pods the old one rejected: after
+/// each successful reload the unschedulable pods go back to the queue (after
+/// their backoff), as after a cluster event. Without this a pod the old
+/// policy rejected would wait for an unrelated cluster change.
+fn requeue_after_reloads(
+    events: std::sync::mpsc::Receiver<crate::reload::ReloadEvent>,
+    shared: Arc<Shared>,
+) {
+    let spawned = std::thread::Builder::new()
+        .name("reload-requeue".into())
+        .spawn(move || {
+            for event in events {
+                if event.result == crate::reload::ReloadResult::Success {
+                    let now = shared.now_ms();
+                    shared.cache.lock().queue.on_cluster_event(now);
+                    shared.wake.notify_all();
+                }
+            }
+        });
+    if let Err(e) = spawned {
+        tracing::warn!(error = %e, "no thread to requeue pods after plugin reloads");
+    }
 }
 
 /// The watches that feed the cache (Nodes, Pods, PodGroups, the volume

@@ -159,10 +159,11 @@ async fn missing_dashboard_metrics(sched: &Scheduler) -> Vec<String> {
         .collect()
 }
 
-/// `deploy/` copied to `dir`, with the deletion-cost component enabled
-/// as its kustomization says (uncommenting `components:`).
-fn deploy_with_deletion_cost(dir: &Path) -> std::path::PathBuf {
+/// `deploy/` copied to `dir`, with `components` enabled as its
+/// kustomization says (uncommenting `components:` and their lines).
+pub fn deploy_with_components(dir: &Path, components: &[&str]) -> std::path::PathBuf {
     let out = dir.join("deploy");
+    let _ = std::fs::remove_dir_all(&out);
     let status = Command::new("cp")
         .arg("-r")
         .arg(repo().join("deploy"))
@@ -172,13 +173,15 @@ fn deploy_with_deletion_cost(dir: &Path) -> std::path::PathBuf {
     assert!(status.success());
     let k = out.join("kustomization.yaml");
     let text = std::fs::read_to_string(&k).unwrap();
-    let enabled = text.replace(
-        "# components:\n# - components/deletion-cost",
-        "components:\n- components/deletion-cost",
-    );
+    let mut enabled = text.replace("# components:\n", "components:\n");
+    for c in components {
+        let line = format!("# - components/{c}\n");
+        assert!(enabled.contains(&line), "kustomization.yaml names no {c}");
+        enabled = enabled.replace(&line, &format!("- components/{c}\n"));
+    }
     assert_ne!(
         enabled, text,
-        "kustomization.yaml has no commented component"
+        "kustomization.yaml has no commented components"
     );
     std::fs::write(&k, enabled).unwrap();
     out
@@ -214,6 +217,24 @@ pub fn runnable_config(source: &Path, dir: &Path) -> std::path::PathBuf {
     let path = dir.join("config.yaml");
     std::fs::write(&path, config).unwrap();
     path
+}
+
+/// `deploy/config.yaml` runnable (above) with the configuration fragments
+/// of `components` beside it, as the components lay them out in the
+/// ConfigMap.
+pub fn runnable_config_with(components: &[&str], dir: &Path) -> std::path::PathBuf {
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with("fragment-") {
+            std::fs::remove_file(entry.path()).unwrap();
+        }
+    }
+    for c in components {
+        let name = format!("fragment-{c}.yaml");
+        let from = repo().join("deploy/components").join(c).join(&name);
+        std::fs::copy(&from, dir.join(&name)).unwrap_or_else(|e| panic!("{}: {e}", from.display()));
+    }
+    runnable_config(&repo().join("deploy/config.yaml"), dir)
 }
 
 pub fn apply(files: &[std::path::PathBuf]) {
@@ -254,7 +275,7 @@ async fn deploy_manifests_are_accepted_with_and_without_the_deletion_cost_compon
         "the controller's role is bound without the controller: {out}"
     );
 
-    let with = dry_run(&deploy_with_deletion_cost(tmp.path()));
+    let with = dry_run(&deploy_with_components(tmp.path(), &["deletion-cost"]));
     for kind in [
         "clusterrole.rbac.authorization.k8s.io/wasmsched-deletion-cost",
         "clusterrolebinding.rbac.authorization.k8s.io/wasmsched-deletion-cost",
@@ -265,18 +286,8 @@ async fn deploy_manifests_are_accepted_with_and_without_the_deletion_cost_compon
         );
     }
 
-    // The component's configuration is deploy/config.yaml plus the
-    // deletionCost section, and only the component's has one.
-    let base = std::fs::read_to_string(repo().join("deploy/config.yaml")).unwrap();
-    let component_path = repo().join("deploy/components/deletion-cost/config.yaml");
-    let component = std::fs::read_to_string(&component_path).unwrap();
-    let body = component
-        .split_once(&base)
-        .unwrap_or_else(|| {
-            panic!("the component's config.yaml does not contain deploy/config.yaml")
-        })
-        .1;
-    assert!(body.contains("\ndeletionCost:\n"), "{body}");
+    // The component's fragment brings the deletionCost section: the base
+    // configuration has none, with the fragment it has one.
     let deletion_cost = |path: &Path| {
         let file = wasmsched::config::load(path).unwrap();
         wasmsched::deletion_cost::DeletionCostConfig::from_file(&file, Path::new("."))
@@ -284,7 +295,10 @@ async fn deploy_manifests_are_accepted_with_and_without_the_deletion_cost_compon
             .is_some()
     };
     assert!(!deletion_cost(&repo().join("deploy/config.yaml")));
-    assert!(deletion_cost(&component_path));
+    assert!(deletion_cost(&runnable_config_with(
+        &["deletion-cost"],
+        tmp.path()
+    )));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -442,7 +456,7 @@ async fn the_scheduler_runs_with_exactly_its_service_accounts_rbac() {
     // completes) without a refused call.
     let component = deploy.join("components/deletion-cost");
     apply(&[component.join("rbac.yaml")]);
-    let config_path = runnable_config(&component.join("config.yaml"), tmp.path());
+    let config_path = runnable_config_with(&["deletion-cost"], tmp.path());
     let sched = Scheduler::start(
         tmp.path(),
         "rbac-controller",

@@ -15,7 +15,7 @@ use kube::Client;
 use serde_json::{json, Value};
 
 use crate::deploy::{
-    apply, dry_run, install_service_monitor_crd, kubectl, runnable_config,
+    apply, dry_run, install_service_monitor_crd, kubectl, runnable_config_with,
     service_account_kubeconfig,
 };
 use crate::env::*;
@@ -575,19 +575,23 @@ async fn the_gangs_component_is_accepted_and_its_rbac_suffices() {
             "{kind} missing with the component: {with}"
         );
     }
-    // The component's configuration is deploy/config.yaml plus Coscheduling.
-    let base = std::fs::read_to_string(deploy.join("config.yaml")).unwrap();
-    let ours = std::fs::read_to_string(component.join("config.yaml")).unwrap();
-    let plugin = "  plugins:\n    multiPoint:\n      enabled:\n      - {name: Coscheduling}\n";
-    let restored = ours
-        .split_once("\napiVersion:")
-        .map(|(_, rest)| format!("apiVersion:{rest}"))
-        .unwrap()
-        .replacen(plugin, "", 1);
-    assert!(
-        base.ends_with(&restored),
-        "the component's config.yaml drifted from deploy/config.yaml"
-    );
+    // The component's fragment adds Coscheduling to the gpu-scheduler
+    // profile of deploy/config.yaml.
+    let with_fragment = runnable_config_with(&["gangs"], tmp.path());
+    let profiles = |path: &Path| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_wasmsched"))
+            .args(["profiles", "--config", path.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    assert!(profiles(&with_fragment).contains("Coscheduling"));
+    assert!(!profiles(&deploy.join("config.yaml")).contains("Coscheduling"));
 
     // Run as the ServiceAccount with the base role and the component's.
     apply(&[
@@ -595,7 +599,7 @@ async fn the_gangs_component_is_accepted_and_its_rbac_suffices() {
         deploy.join("rbac.yaml"),
         component.join("rbac.yaml"),
     ]);
-    let config_path = runnable_config(&component.join("config.yaml"), tmp.path());
+    let config_path = runnable_config_with(&["gangs"], tmp.path());
     let sa = service_account_kubeconfig(tmp.path());
     let _ = Api::<Lease>::namespaced(client.clone(), "wasmsched")
         .delete("wasmsched", &DeleteParams::default())
@@ -629,21 +633,5 @@ async fn the_gangs_component_is_accepted_and_its_rbac_suffices() {
 
 /// `deploy/` copied to `dir` with the gangs component enabled.
 fn component_enabled(dir: &Path) -> PathBuf {
-    let out = dir.join("deploy");
-    let status = std::process::Command::new("cp")
-        .arg("-r")
-        .arg(repo().join("deploy"))
-        .arg(&out)
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let k = out.join("kustomization.yaml");
-    let text = std::fs::read_to_string(&k).unwrap();
-    let enabled = text.replace(
-        "# components:\n# - components/gangs",
-        "components:\n- components/gangs",
-    );
-    assert_ne!(enabled, text, "kustomization.yaml names no gangs component");
-    std::fs::write(&k, enabled).unwrap();
-    out
+    crate::deploy::deploy_with_components(dir, &["gangs"])
 }

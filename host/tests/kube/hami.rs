@@ -677,7 +677,7 @@ async fn a_restarted_scheduler_rebuilds_usage_and_never_overcommits() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_protocol_runs_with_the_gpu_sharing_components_rbac() {
-    use crate::deploy::{apply, kubectl, runnable_config, service_account_kubeconfig};
+    use crate::deploy::{apply, kubectl, runnable_config_with, service_account_kubeconfig};
     let _g = serial();
     let client = client().await;
     reset(&client, &["wasmsched", NS]).await;
@@ -691,7 +691,7 @@ async fn the_protocol_runs_with_the_gpu_sharing_components_rbac() {
         deploy.join("rbac.yaml"),
         component.join("rbac.yaml"),
     ]);
-    let config = runnable_config(&component.join("config.yaml"), tmp.path());
+    let config = runnable_config_with(&["gpu-sharing"], tmp.path());
     let sa = service_account_kubeconfig(tmp.path());
     hami_node(&client, "gpu-a", 2, 16 * GIB, false).await;
     let plugin = DevicePlugin::start(client.clone(), vec!["gpu-a".into()]);

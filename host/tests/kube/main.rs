@@ -19,6 +19,7 @@ mod gangs;
 mod gates;
 mod hami;
 mod namespaces;
+mod node;
 mod preemption;
 mod serving;
 mod volumes;
