@@ -215,6 +215,9 @@ pub fn explain(e: &ExplainReport) -> String {
     if !e.gpu_devices.is_empty() {
         out.push_str(&crate::gpu_sharing_output::devices(&e.gpu_devices));
     }
+    for (plugin, line) in &e.explanation.notes {
+        out.push_str(&format!("  {}: {}\n", Escaped(plugin), Escaped(line)));
+    }
     if let Some(p) = &e.explanation.preemption {
         out.push_str(&preemption(p));
     }

@@ -405,7 +405,7 @@ fn bad_versions_are_rejected_and_the_old_policy_keeps_working() {
             "wrong contract",
             wrong_contract(),
             Stage::Compile,
-            "was built against contract wasmsched:plugin@0.9.0, this host implements wasmsched:plugin@0.2.0",
+            "was built against contract wasmsched:plugin@0.9.0, this host implements wasmsched:plugin@0.3.0",
         ),
         (
             "empty component",

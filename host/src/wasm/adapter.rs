@@ -15,9 +15,9 @@ use std::time::Duration;
 use parking_lot::Mutex;
 
 use crate::framework::{
-    BindAction, CycleContext, CycleState, Decision, FilterPlugin, NodeInfo, Permit, PermitPlugin,
-    Plugin, PluginBundle, PluginError, PluginHealth, PreBindPlugin, PreFilterPlugin,
-    PreScorePlugin, Rejection, ReservePlugin, ScorePlugin,
+    BindAction, CycleContext, CycleState, Decision, DeviceRanker, FilterPlugin, NodeInfo, Permit,
+    PermitPlugin, Plugin, PluginBundle, PluginError, PluginHealth, PreBindPlugin, PreFilterPlugin,
+    PreScorePlugin, RankInput, Rejection, ReservePlugin, ScorePlugin,
 };
 use crate::model::Pod;
 
@@ -45,6 +45,9 @@ pub fn bundle(plugin: Arc<WasmPlugin>) -> PluginBundle {
     }
     if e.post_filter {
         b = b.with_preemption_advisor(&plugin);
+    }
+    if e.device_rank {
+        b = b.with_device_ranker(&plugin);
     }
     b
 }
@@ -403,5 +406,61 @@ impl PermitPlugin for WasmPlugin {
             wit::PermitDecision::Wait(ms) => Permit::Wait(Duration::from_millis(ms.into())),
             wit::PermitDecision::Reject(reason) => Permit::Reject(reason),
         })
+    }
+}
+
+impl DeviceRanker for WasmPlugin {
+    /// A failure follows the failure policy's spirit without stopping the
+    /// pod: `Ignore` abstains (counted); `Fail` reports the error, and
+    /// DynamicResources falls back to the first fit for the node.
+    fn rank_devices(
+        &self,
+        ctx: &CycleContext,
+        state: &CycleState,
+        node: &NodeInfo,
+        input: &RankInput,
+    ) -> Result<Vec<u8>, PluginError> {
+        let cycle = self.cycle_of(state);
+        if cycle.trouble.ignored.load(Ordering::Relaxed) {
+            return Ok(Vec::new());
+        }
+        let devices: Vec<wit::Device> = input
+            .devices
+            .iter()
+            .zip(&input.allocated)
+            .map(|(d, &allocated)| wit::Device {
+                driver: d.driver.clone(),
+                pool: d.pool.clone(),
+                name: d.name.clone(),
+                attributes: d.attributes.clone(),
+                capacity: d.capacity.clone(),
+                allocated,
+            })
+            .collect();
+        let sets: Vec<wit::DeviceSet> = input
+            .sets
+            .iter()
+            .map(|s| wit::DeviceSet {
+                devices: s.devices.clone(),
+                requests: s.requests.clone(),
+            })
+            .collect();
+        let call = self.call_rank_devices(
+            ctx.snapshot,
+            ctx.cycle,
+            ctx.pod,
+            node.index,
+            &devices,
+            &input.requests,
+            &sets,
+        );
+        match call {
+            Ok(ranks) => Ok(ranks),
+            Err(CallError::Refused(reason)) => Err(PluginError(reason)),
+            Err(CallError::Failed(f)) => match self.on_failure(&cycle.trouble, &f) {
+                Some(msg) => Err(PluginError(msg)),
+                None => Ok(Vec::new()),
+            },
+        }
     }
 }

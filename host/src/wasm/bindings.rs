@@ -24,8 +24,20 @@ pub mod v0_1 {
     });
 }
 
+/// `wasmsched:plugin@0.2.0`: 0.1 plus interests, post-filter, reserve,
+/// permit, pre-bind.
+pub mod v0_2 {
+    wasmtime::component::bindgen!({
+        world: "plugin",
+        path: "../wit/history/0.2.0",
+        with: {
+            "wasmsched:plugin/types@0.2.0": super::current::wasmsched::plugin::types,
+        },
+    });
+}
+
 pub use current::exports::wasmsched::plugin::{
-    deletion_cost, filter, interests, lifecycle, normalize_score, permit, post_filter, pre_bind,
-    reserve, score,
+    deletion_cost, device_rank, filter, interests, lifecycle, normalize_score, permit, post_filter,
+    pre_bind, reserve, score,
 };
 pub use current::wasmsched::plugin::types;

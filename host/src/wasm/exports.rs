@@ -6,13 +6,14 @@
 use wasmtime::component::{Instance, InstancePre};
 use wasmtime::Store;
 
-use super::bindings::{current, types as wit, v0_1};
+use super::bindings::{current, types as wit, v0_1, v0_2};
 use super::state::HostState;
 
 /// The contract minor a component was built against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Minor {
     V0_1,
+    V0_2,
     Current,
 }
 
@@ -27,6 +28,7 @@ pub struct Exports {
     pub reserve: bool,
     pub permit: bool,
     pub pre_bind: bool,
+    pub device_rank: bool,
     pub deletion_cost: bool,
 }
 
@@ -42,6 +44,7 @@ impl std::fmt::Display for Exports {
             (self.reserve, "reserve"),
             (self.permit, "permit"),
             (self.pre_bind, "pre-bind"),
+            (self.device_rank, "device-rank"),
             (self.deletion_cost, "deletion-cost"),
         ];
         let list: Vec<&str> = names.iter().filter(|(b, _)| *b).map(|(_, n)| *n).collect();
@@ -49,33 +52,27 @@ impl std::fmt::Display for Exports {
     }
 }
 
-/// Two generations of one interface's generated bindings, behind one type.
+/// The generations of one interface's generated bindings, behind one
+/// type: every minor that has the interface.
 macro_rules! versioned {
-    ($ty:ident, $ix:ident, $module:ident) => {
+    ($ty:ident, $ix:ident, $module:ident, [$($gen:ident => $bind:ident),*]) => {
         pub(crate) enum $ty {
-            V0_1(v0_1::exports::wasmsched::plugin::$module::Guest),
-            Current(current::exports::wasmsched::plugin::$module::Guest),
+            $($gen($bind::exports::wasmsched::plugin::$module::Guest),)*
         }
 
         #[derive(Clone)]
         pub(crate) enum $ix {
-            V0_1(v0_1::exports::wasmsched::plugin::$module::GuestIndices),
-            Current(current::exports::wasmsched::plugin::$module::GuestIndices),
+            $($gen($bind::exports::wasmsched::plugin::$module::GuestIndices),)*
         }
 
         impl $ix {
+            #[allow(unreachable_patterns)]
             fn new(pre: &InstancePre<HostState>, minor: Minor) -> Option<Self> {
                 match minor {
-                    Minor::V0_1 => {
-                        v0_1::exports::wasmsched::plugin::$module::GuestIndices::new(pre)
-                            .ok()
-                            .map(Self::V0_1)
-                    }
-                    Minor::Current => {
-                        current::exports::wasmsched::plugin::$module::GuestIndices::new(pre)
-                            .ok()
-                            .map(Self::Current)
-                    }
+                    $(Minor::$gen => $bind::exports::wasmsched::plugin::$module::GuestIndices::new(pre)
+                        .ok()
+                        .map(Self::$gen),)*
+                    _ => None,
                 }
             }
 
@@ -85,28 +82,114 @@ macro_rules! versioned {
                 instance: &Instance,
             ) -> wasmtime::Result<$ty> {
                 Ok(match self {
-                    Self::V0_1(i) => $ty::V0_1(i.load(store, instance)?),
-                    Self::Current(i) => $ty::Current(i.load(store, instance)?),
+                    $(Self::$gen(i) => $ty::$gen(i.load(&mut *store, instance)?),)*
                 })
             }
         }
     };
 }
 
-versioned!(Lifecycle, LifecycleIx, lifecycle);
-versioned!(Filter, FilterIx, filter);
-versioned!(Score, ScoreIx, score);
-versioned!(Normalize, NormalizeIx, normalize_score);
-versioned!(DeletionCost, DeletionCostIx, deletion_cost);
+versioned!(Lifecycle, LifecycleIx, lifecycle, [V0_1 => v0_1, V0_2 => v0_2, Current => current]);
+versioned!(Filter, FilterIx, filter, [V0_1 => v0_1, V0_2 => v0_2, Current => current]);
+versioned!(Score, ScoreIx, score, [V0_1 => v0_1, V0_2 => v0_2, Current => current]);
+versioned!(Normalize, NormalizeIx, normalize_score, [V0_1 => v0_1, V0_2 => v0_2, Current => current]);
+versioned!(DeletionCost, DeletionCostIx, deletion_cost, [V0_1 => v0_1, V0_2 => v0_2, Current => current]);
+versioned!(Interests, InterestsIx, interests, [V0_2 => v0_2, Current => current]);
+versioned!(PostFilter, PostFilterIx, post_filter, [V0_2 => v0_2, Current => current]);
+versioned!(Reserve, ReserveIx, reserve, [V0_2 => v0_2, Current => current]);
+versioned!(Permit, PermitIx, permit, [V0_2 => v0_2, Current => current]);
+versioned!(PreBind, PreBindIx, pre_bind, [V0_2 => v0_2, Current => current]);
+versioned!(DeviceRank, DeviceRankIx, device_rank, [Current => current]);
 
 /// Forwards a call to whichever generation `$self` holds.
 macro_rules! forward {
     ($self:expr, $g:ident => $call:expr) => {
         match $self {
             Self::V0_1($g) => $call,
+            Self::V0_2($g) => $call,
             Self::Current($g) => $call,
         }
     };
+}
+
+/// Forwards a call of an interface added in 0.2.
+macro_rules! forward2 {
+    ($self:expr, $g:ident => $call:expr) => {
+        match $self {
+            Self::V0_2($g) => $call,
+            Self::Current($g) => $call,
+        }
+    };
+}
+
+impl Interests {
+    pub fn interests(&self, s: &mut Store<HostState>) -> wasmtime::Result<wit::KeyInterests> {
+        forward2!(self, g => g.call_interests(s))
+    }
+}
+
+impl PostFilter {
+    pub fn post_filter(
+        &self,
+        s: &mut Store<HostState>,
+        candidates: &[wit::Candidate],
+    ) -> wasmtime::Result<Result<wit::PreemptionAdvice, String>> {
+        forward2!(self, g => g.call_post_filter(s, candidates))
+    }
+}
+
+impl Reserve {
+    pub fn reserve(
+        &self,
+        s: &mut Store<HostState>,
+        node: u32,
+    ) -> wasmtime::Result<Result<(), String>> {
+        forward2!(self, g => g.call_reserve(s, node))
+    }
+
+    pub fn unreserve(
+        &self,
+        s: &mut Store<HostState>,
+        pod_uid: &str,
+        node: u32,
+    ) -> wasmtime::Result<()> {
+        forward2!(self, g => g.call_unreserve(s, pod_uid, node))
+    }
+}
+
+impl Permit {
+    pub fn permit(
+        &self,
+        s: &mut Store<HostState>,
+        node: u32,
+    ) -> wasmtime::Result<wit::PermitResult> {
+        forward2!(self, g => g.call_permit(s, node))
+    }
+}
+
+impl PreBind {
+    pub fn pre_bind(
+        &self,
+        s: &mut Store<HostState>,
+        node: u32,
+    ) -> wasmtime::Result<Result<wit::PodPatch, String>> {
+        forward2!(self, g => g.call_pre_bind(s, node))
+    }
+}
+
+impl DeviceRank {
+    pub fn rank_devices(
+        &self,
+        s: &mut Store<HostState>,
+        node: u32,
+        devices: &[wit::Device],
+        requests: &[String],
+        sets: &[wit::DeviceSet],
+    ) -> wasmtime::Result<Vec<u8>> {
+        match self {
+            Self::Current(g) => g.call_rank_devices(s, node, devices, requests, sets),
+        }
+    }
 }
 
 impl Lifecycle {
@@ -177,44 +260,36 @@ impl DeletionCost {
     }
 }
 
-use current::exports::wasmsched::plugin as now;
-
 /// Lookup indices of each exported interface, resolved once per module.
 #[derive(Clone)]
 pub(crate) struct Indices {
     pub minor: Minor,
     lifecycle: LifecycleIx,
-    interests: Option<now::interests::GuestIndices>,
+    interests: Option<InterestsIx>,
     filter: Option<FilterIx>,
     score: Option<ScoreIx>,
     normalize: Option<NormalizeIx>,
-    post_filter: Option<now::post_filter::GuestIndices>,
-    reserve: Option<now::reserve::GuestIndices>,
-    permit: Option<now::permit::GuestIndices>,
-    pre_bind: Option<now::pre_bind::GuestIndices>,
+    post_filter: Option<PostFilterIx>,
+    reserve: Option<ReserveIx>,
+    permit: Option<PermitIx>,
+    pre_bind: Option<PreBindIx>,
+    device_rank: Option<DeviceRankIx>,
     deletion_cost: Option<DeletionCostIx>,
 }
 
 /// The typed exports of one instance.
 pub(crate) struct Funcs {
     pub lifecycle: Lifecycle,
-    pub interests: Option<now::interests::Guest>,
+    pub interests: Option<Interests>,
     pub filter: Option<Filter>,
     pub score: Option<Score>,
     pub normalize: Option<Normalize>,
-    pub post_filter: Option<now::post_filter::Guest>,
-    pub reserve: Option<now::reserve::Guest>,
-    pub permit: Option<now::permit::Guest>,
-    pub pre_bind: Option<now::pre_bind::Guest>,
+    pub post_filter: Option<PostFilter>,
+    pub reserve: Option<Reserve>,
+    pub permit: Option<Permit>,
+    pub pre_bind: Option<PreBind>,
+    pub device_rank: Option<DeviceRank>,
     pub deletion_cost: Option<DeletionCost>,
-}
-
-/// Only a current-minor component can have this interface.
-fn newer<T>(minor: Minor, f: impl FnOnce() -> wasmtime::Result<T>) -> Option<T> {
-    match minor {
-        Minor::Current => f().ok(),
-        Minor::V0_1 => None,
-    }
 }
 
 impl Indices {
@@ -224,14 +299,15 @@ impl Indices {
         Some(Self {
             minor,
             lifecycle: LifecycleIx::new(pre, minor)?,
-            interests: newer(minor, || now::interests::GuestIndices::new(pre)),
+            interests: InterestsIx::new(pre, minor),
             filter: FilterIx::new(pre, minor),
             score: ScoreIx::new(pre, minor),
             normalize: NormalizeIx::new(pre, minor),
-            post_filter: newer(minor, || now::post_filter::GuestIndices::new(pre)),
-            reserve: newer(minor, || now::reserve::GuestIndices::new(pre)),
-            permit: newer(minor, || now::permit::GuestIndices::new(pre)),
-            pre_bind: newer(minor, || now::pre_bind::GuestIndices::new(pre)),
+            post_filter: PostFilterIx::new(pre, minor),
+            reserve: ReserveIx::new(pre, minor),
+            permit: PermitIx::new(pre, minor),
+            pre_bind: PreBindIx::new(pre, minor),
+            device_rank: DeviceRankIx::new(pre, minor),
             deletion_cost: DeletionCostIx::new(pre, minor),
         })
     }
@@ -246,6 +322,7 @@ impl Indices {
             reserve: self.reserve.is_some(),
             permit: self.permit.is_some(),
             pre_bind: self.pre_bind.is_some(),
+            device_rank: self.device_rank.is_some(),
             deletion_cost: self.deletion_cost.is_some(),
         }
     }
@@ -262,7 +339,7 @@ impl Indices {
             interests: self
                 .interests
                 .as_ref()
-                .map(|i| i.load(&mut *s, instance))
+                .map(|i| i.load(s, instance))
                 .transpose()?,
             filter: self
                 .filter
@@ -282,22 +359,27 @@ impl Indices {
             post_filter: self
                 .post_filter
                 .as_ref()
-                .map(|i| i.load(&mut *s, instance))
+                .map(|i| i.load(s, instance))
                 .transpose()?,
             reserve: self
                 .reserve
                 .as_ref()
-                .map(|i| i.load(&mut *s, instance))
+                .map(|i| i.load(s, instance))
                 .transpose()?,
             permit: self
                 .permit
                 .as_ref()
-                .map(|i| i.load(&mut *s, instance))
+                .map(|i| i.load(s, instance))
                 .transpose()?,
             pre_bind: self
                 .pre_bind
                 .as_ref()
-                .map(|i| i.load(&mut *s, instance))
+                .map(|i| i.load(s, instance))
+                .transpose()?,
+            device_rank: self
+                .device_rank
+                .as_ref()
+                .map(|i| i.load(s, instance))
                 .transpose()?,
             deletion_cost: self
                 .deletion_cost

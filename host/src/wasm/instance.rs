@@ -202,7 +202,7 @@ impl Instance {
     fn key_interests(&mut self) -> Result<Interests, PluginFailure> {
         let t = self.limits.init_timeout;
         let declared = self.call(t, |s, i| match &i.interests {
-            Some(f) => f.call_interests(s).map(Some),
+            Some(f) => f.interests(s).map(Some),
             None => Ok(None),
         })?;
         Ok(declared.map(Interests::from).unwrap_or_default())
@@ -215,7 +215,7 @@ impl Instance {
     ) -> Result<Option<wit::PreemptionAdvice>, PluginFailure> {
         let t = self.limits.call_timeout;
         let out = self.call(t, |s, i| match &i.post_filter {
-            Some(f) => f.call_post_filter(s, candidates).map(Some),
+            Some(f) => f.post_filter(s, candidates).map(Some),
             None => Ok(None),
         })?;
         match out {
@@ -230,14 +230,14 @@ impl Instance {
     pub fn reserve(&mut self, node: u32) -> Result<Result<wit::PodPatch, String>, PluginFailure> {
         let t = self.limits.call_timeout;
         let reserved = self.call(t, |s, i| match &i.reserve {
-            Some(f) => f.call_reserve(s, node),
+            Some(f) => f.reserve(s, node),
             None => Ok(Ok(())),
         })?;
         if let Err(reason) = reserved {
             return Ok(Err(reason));
         }
         self.call(t, |s, i| match &i.pre_bind {
-            Some(f) => f.call_pre_bind(s, node),
+            Some(f) => f.pre_bind(s, node),
             None => Ok(Ok(wit::PodPatch {
                 labels: Vec::new(),
                 annotations: Vec::new(),
@@ -248,15 +248,31 @@ impl Instance {
     pub fn unreserve(&mut self, pod_uid: &str, node: u32) -> Result<(), PluginFailure> {
         let t = self.limits.call_timeout;
         self.call(t, |s, i| match &i.reserve {
-            Some(f) => f.call_unreserve(s, pod_uid, node),
+            Some(f) => f.unreserve(s, pod_uid, node),
             None => Ok(()),
+        })
+    }
+
+    /// Device ranks for the cycle's pod's candidate sets on `node` (empty
+    /// when not exported: abstain).
+    pub fn rank_devices(
+        &mut self,
+        node: u32,
+        devices: &[wit::Device],
+        requests: &[String],
+        sets: &[wit::DeviceSet],
+    ) -> Result<Vec<u8>, PluginFailure> {
+        let t = self.limits.call_timeout;
+        self.call(t, |s, i| match &i.device_rank {
+            Some(f) => f.rank_devices(s, node, devices, requests, sets),
+            None => Ok(Vec::new()),
         })
     }
 
     pub fn permit(&mut self, node: u32) -> Result<wit::PermitResult, PluginFailure> {
         let t = self.limits.call_timeout;
         self.call(t, |s, i| match &i.permit {
-            Some(f) => f.call_permit(s, node),
+            Some(f) => f.permit(s, node),
             None => Ok(wit::PermitResult {
                 decision: wit::PermitDecision::Allow,
                 allow_waiting: Vec::new(),
@@ -286,6 +302,7 @@ impl Instance {
     pub fn minor(&self) -> Minor {
         match self.funcs.lifecycle {
             super::exports::Lifecycle::V0_1(_) => Minor::V0_1,
+            super::exports::Lifecycle::V0_2(_) => Minor::V0_2,
             super::exports::Lifecycle::Current(_) => Minor::Current,
         }
     }

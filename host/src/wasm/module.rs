@@ -19,7 +19,7 @@ use super::state::HostState;
 pub const CONTRACT_VERSION: &str = env!("WASMSCHED_CONTRACT_VERSION");
 /// The earlier minor versions this host still runs (their WIT is kept in
 /// `wit/history/`).
-pub const OLDER_MINORS: &[&str] = &["0.1"];
+pub const OLDER_MINORS: &[&str] = &["0.1", "0.2"];
 const PACKAGE: &str = "wasmsched:plugin";
 
 /// Why a file is not a usable plugin component.
@@ -37,7 +37,7 @@ pub enum LoadError {
     #[error("{0}")]
     Forbidden(String),
     #[error(
-        "was built against contract {found}, this host implements {PACKAGE}@{CONTRACT_VERSION} (and runs components of {PACKAGE} 0.1.x)"
+        "was built against contract {found}, this host implements {PACKAGE}@{CONTRACT_VERSION} (and runs components of {PACKAGE} 0.1.x and 0.2.x)"
     )]
     Version { found: String },
     #[error("does not implement the contract: {0}")]
@@ -201,8 +201,10 @@ pub fn minor_of(version: &str) -> Option<Minor> {
     let mm = major_minor(version);
     if mm == major_minor(CONTRACT_VERSION) {
         Some(Minor::Current)
-    } else if OLDER_MINORS.contains(&mm.as_str()) {
+    } else if mm == "0.1" {
         Some(Minor::V0_1)
+    } else if mm == "0.2" {
+        Some(Minor::V0_2)
     } else {
         None
     }
@@ -247,6 +249,10 @@ fn linker() -> wasmtime::Result<Linker<HostState>> {
         HasSelf<HostState>,
     >(&mut linker, |s| s)?;
     super::bindings::v0_1::wasmsched::plugin::host::add_to_linker::<HostState, HasSelf<HostState>>(
+        &mut linker,
+        |s| s,
+    )?;
+    super::bindings::v0_2::wasmsched::plugin::host::add_to_linker::<HostState, HasSelf<HostState>>(
         &mut linker,
         |s| s,
     )?;

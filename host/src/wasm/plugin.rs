@@ -307,6 +307,23 @@ impl WasmPlugin {
         })
     }
 
+    /// Device ranks for the cycle's pod's candidate sets on `node`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn call_rank_devices(
+        &self,
+        snapshot: &Snapshot,
+        cycle: u64,
+        pod: &Pod,
+        node: u32,
+        devices: &[wit::Device],
+        requests: &[String],
+        sets: &[wit::DeviceSet],
+    ) -> CallResult<Vec<u8>> {
+        self.with_instance(snapshot, Some((cycle, pod)), |i| {
+            Ok(i.rank_devices(node, devices, requests, sets)?)
+        })
+    }
+
     pub fn call_permit(
         &self,
         snapshot: &Snapshot,

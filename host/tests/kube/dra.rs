@@ -179,9 +179,16 @@ fn scenarios() -> Vec<Scenario> {
         },
         Scenario {
             name: "shared-claim-and-the-last-device",
-            nodes: vec![("n1", vec![("gpu-0", "A100", "40Gi", "pci0000:00")]), ("n2", vec![("gpu-0", "A100", "40Gi", "pci0000:00")])],
+            // The shared claim asks for 80Gi, which only n1 has: the node
+            // is unique (two equal nodes would be a tie, which both
+            // schedulers break at random).
+            nodes: vec![("n1", vec![("gpu-0", "A100", "80Gi", "pci0000:00")]), ("n2", vec![("gpu-0", "A100", "40Gi", "pci0000:00")])],
             objects: vec![
-                claim("shared", one(), json!([])),
+                claim(
+                    "shared",
+                    json!([request("gpu", cel("device.capacity[\"gpu.example.com\"].memory.compareTo(quantity(\"80Gi\")) >= 0"))]),
+                    json!([]),
+                ),
                 claim("second", one(), json!([])),
                 claim("third", one(), json!([])),
             ],
@@ -572,4 +579,98 @@ async fn dynamic_resources_match_kube_scheduler() {
         "differences:\n{}",
         differences.join("\n")
     );
+}
+
+/// Device ranking (contract 0.3): GpuTopology ranks the pairs a 2-GPU
+/// claim can get on a node whose GPUs alternate between two PCIe roots.
+/// kube-scheduler's first fit takes gpu-0 and gpu-1 (two roots); with
+/// GpuTopology the pair on one root (gpu-0, gpu-3) is written. After a
+/// restart the allocation is rebuilt from the claim's status: a second pod
+/// sharing the claim is bound beside the first with the same devices, and
+/// its other 2-GPU claim gets the remaining pair (never gpu-0 or gpu-3).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gpu_topology_ranks_devices_and_the_allocation_holds_across_a_restart() {
+    let _g = serial();
+    let client = client().await;
+    let tmp = tempfile::tempdir().unwrap();
+    let two = || json!([request("gpus", json!({"count": 2}))]);
+    let scenario = || Scenario {
+        name: "device-ranking",
+        nodes: vec![("dra-a", four("A100", "80Gi"))],
+        objects: vec![
+            claim("pair", two(), json!([])),
+            claim("pair-2", two(), json!([])),
+        ],
+        pods: vec![pod("first", &[("gpus", "pair")])],
+        templates: false,
+        admin: false,
+    };
+    let first_fit = run(&client, &scenario(), false, tmp.path()).await;
+    let devices = |v: &Verdict, claim: &str| match v {
+        Verdict::Bound { claims, .. } => claims[claim].0.clone(),
+        Verdict::Failed(m) => panic!("not bound: {m}"),
+    };
+    assert_eq!(
+        devices(&first_fit[0].1, "gpus"),
+        ["gpus=dra-a/gpu-0", "gpus=dra-a/gpu-1"],
+        "kube-scheduler's first fit"
+    );
+
+    // wasmsched's default profile (GpuTopology ranks devices).
+    let s = scenario();
+    build(&client, &s).await;
+    let cfg = tmp.path().join("ranking.json");
+    let file = json!({"apiVersion": "wasmsched.io/v1alpha1", "kind": "WasmSchedulerConfiguration",
+        "leaderElection": {"leaderElect": false},
+        "profiles": [{"schedulerName": SCHED}]});
+    std::fs::write(&cfg, file.to_string()).unwrap();
+    let start = |name: &str| {
+        Scheduler::start(
+            tmp.path(),
+            name,
+            &env().kubeconfig,
+            &["--config", cfg.to_str().unwrap()],
+        )
+    };
+    let ws = start("ws-ranking");
+    let log = ws.log.clone();
+    let read = || std::fs::read_to_string(&log).unwrap_or_default();
+    crate::create_pod(&client, s.pods[0].clone()).await;
+    let v = decide(&client, &s.pods[0], &read).await;
+    assert_eq!(
+        devices(&v, "gpus"),
+        ["gpus=dra-a/gpu-0", "gpus=dra-a/gpu-3"],
+        "GpuTopology's pair on one PCIe root"
+    );
+    drop(ws);
+
+    let ws = start("ws-ranking-restarted");
+    let log = ws.log.clone();
+    let read = || std::fs::read_to_string(&log).unwrap_or_default();
+    let second = pod("second", &[("shared", "pair"), ("more", "pair-2")]);
+    crate::create_pod(&client, second.clone()).await;
+    match decide(&client, &second, &read).await {
+        Verdict::Bound { node, claims } => {
+            assert_eq!(node, "dra-a");
+            assert_eq!(
+                claims["shared"],
+                (
+                    vec![
+                        "gpus=dra-a/gpu-0".to_string(),
+                        "gpus=dra-a/gpu-3".to_string()
+                    ],
+                    vec!["first".to_string(), "second".to_string()]
+                ),
+                "the allocation is kept and the claim shared"
+            );
+            assert_eq!(
+                claims["more"].0,
+                ["gpus=dra-a/gpu-1", "gpus=dra-a/gpu-2"],
+                "the rest of the node, rebuilt from the claims' status"
+            );
+        }
+        Verdict::Failed(m) => panic!("second pod not bound: {m}\n{}", read()),
+    }
+    drop(ws);
+    clean(&client).await;
 }

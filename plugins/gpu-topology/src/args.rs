@@ -63,6 +63,7 @@ struct Args {
     cpu_pods_avoid_gpu_nodes: Option<bool>,
     hami: Option<crate::hami::HamiArgs>,
     preempt_whole_domains: Option<bool>,
+    dra_group_attributes: Option<Vec<String>>,
 }
 
 /// The validated configuration.
@@ -93,6 +94,11 @@ pub struct Config {
     /// Preemption advice: rank first the candidates whose victims free
     /// GPUs in as few NVLink domains as the pod can use (off: no opinion).
     pub preempt_whole_domains: bool,
+    /// DRA device attributes that group devices (an NVLink domain, a PCIe
+    /// root, a MIG partition's parent GPU), most important first: device
+    /// ranking keeps a claim's devices in one group and packs or spreads
+    /// claims over groups by the policy.
+    pub dra_group_attributes: Vec<String>,
 }
 
 pub const MAX_WEIGHT: u32 = 1000;
@@ -113,6 +119,7 @@ impl Default for Config {
             cpu_pods_avoid_gpu_nodes: true,
             hami: crate::hami::HamiConfig::default(),
             preempt_whole_domains: false,
+            dra_group_attributes: vec![crate::dra::PCIE_ROOT.to_string()],
         }
     }
 }
@@ -244,6 +251,15 @@ impl Config {
         }
         if let Some(p) = args.preempt_whole_domains {
             cfg.preempt_whole_domains = p;
+        }
+        if let Some(attrs) = args.dra_group_attributes {
+            if let Some(bad) = attrs.iter().find(|a| !crate::dra::qualified(a)) {
+                return Err(field_error(
+                    "draGroupAttributes",
+                    format!("{bad:?} is not a qualified attribute name (<domain>/<name>)"),
+                ));
+            }
+            cfg.dra_group_attributes = attrs;
         }
         Ok(cfg)
     }

@@ -15,6 +15,7 @@
 //! docs/gpu-sharing.md).
 
 mod args;
+pub mod dra;
 pub mod facts;
 pub mod gpus;
 pub mod hami;
@@ -401,6 +402,29 @@ impl Plugin for GpuTopology {
         interests(&self.cfg)
     }
 
+    /// DRA device sets ranked by [`dra::rank`], under the pod's policy
+    /// (its `gpu.nvidia.com/policy` annotation, else the configured one).
+    #[allow(clippy::too_many_arguments)]
+    fn rank_devices(
+        &self,
+        cycle: &Cycle,
+        pod: &Pod,
+        _node: &NodeState,
+        devices: &[wasmsched_plugin_sdk::types::Device],
+        _requests: &[String],
+        sets: &[wasmsched_plugin_sdk::types::DeviceSet],
+        _cluster: &Cluster,
+    ) -> Result<Vec<u8>, String> {
+        let policy = match &cycle.0 {
+            Some(d) => d.policy,
+            None => pod
+                .annotation(ANN_POLICY)
+                .and_then(Policy::parse)
+                .unwrap_or(self.cfg.policy),
+        };
+        Ok(dra::rank(&self.cfg, policy, devices, sets))
+    }
+
     fn filter(
         &self,
         cycle: &Cycle,
@@ -518,7 +542,7 @@ fn interests(cfg: &Config) -> KeyInterests {
     }
 }
 
-export_plugin!(GpuTopology: filter, score, post_filter, reserve, pre_bind, interests);
+export_plugin!(GpuTopology: filter, score, post_filter, reserve, pre_bind, device_rank, interests);
 
 #[cfg(test)]
 mod tests;

@@ -235,6 +235,27 @@ pub trait Plugin: Sized + 'static {
         })
     }
 
+    /// Device ranking (contract 0.3 `device-rank`, exported with
+    /// `device_rank` in [`export_plugin!`]): one rank (0..=100, higher is
+    /// better) per candidate set of devices for the cycle's pod's
+    /// ResourceClaims on `node`; `devices` are the node's devices and
+    /// `requests` the `<claim>/<request>` names (sets hold positions into
+    /// both). An empty answer abstains (the default): the host then
+    /// allocates the first fit, as kube-scheduler does.
+    #[allow(clippy::too_many_arguments)]
+    fn rank_devices(
+        &self,
+        _cycle: &Self::Cycle,
+        _pod: &types::Pod,
+        _node: &NodeState,
+        _devices: &[types::Device],
+        _requests: &[String],
+        _sets: &[types::DeviceSet],
+        _cluster: &Cluster,
+    ) -> Result<Vec<u8>, String> {
+        Ok(Vec::new())
+    }
+
     /// The pod-deletion-cost for a pod, or `None` for no opinion.
     fn deletion_cost(
         &self,
@@ -257,7 +278,9 @@ pub trait Plugin: Sized + 'static {
 /// (Reserve with Unreserve, and Permit: gang and quota policies),
 /// `export_plugin!(T: filter, score, post_filter)` (also preemption advice,
 /// [`Plugin::post_filter`]), `export_plugin!(T: filter, score, post_filter,
-/// reserve, pre_bind, interests)` (the GpuTopology built-in's set).
+/// reserve, pre_bind, interests)`, and the same with `device_rank` before
+/// `interests` (adds device ranking for Dynamic Resource Allocation,
+/// [`Plugin::rank_devices`]: the GpuTopology built-in's set).
 #[macro_export]
 macro_rules! export_plugin {
     ($plugin:ty: filter) => {
@@ -304,6 +327,22 @@ macro_rules! export_plugin {
                 post_filter,
                 reserve,
                 pre_bind,
+                interests
+            ]
+        );
+    };
+    ($plugin:ty: filter, score, post_filter, reserve, pre_bind, device_rank, interests) => {
+        $crate::__export_world!(
+            $plugin,
+            "filter-score-postfilter-reserve-prebind-devicerank-interests-plugin",
+            [
+                filter,
+                score,
+                normalize,
+                post_filter,
+                reserve,
+                pre_bind,
+                device_rank,
                 interests
             ]
         );
@@ -385,6 +424,18 @@ macro_rules! __export_point {
         impl exports::wasmsched::plugin::pre_bind::Guest for Export {
             fn pre_bind(node: u32) -> Result<$crate::types::PodPatch, String> {
                 $crate::runtime::pre_bind::<P>(node)
+            }
+        }
+    };
+    (device_rank) => {
+        impl exports::wasmsched::plugin::device_rank::Guest for Export {
+            fn rank_devices(
+                node: u32,
+                devices: Vec<$crate::types::Device>,
+                requests: Vec<String>,
+                sets: Vec<$crate::types::DeviceSet>,
+            ) -> Vec<u8> {
+                $crate::runtime::rank_devices::<P>(node, &devices, &requests, &sets)
             }
         }
     };

@@ -11,8 +11,8 @@ use std::collections::HashMap;
 
 use crate::cluster::Cluster;
 use crate::types::{
-    Candidate, CyclePlan, Delta, KeyInterests, PermitDecision, PermitResult, Pod, PodPatch,
-    PodStatus, PreemptionAdvice, Rejection,
+    Candidate, CyclePlan, Delta, Device, DeviceSet, KeyInterests, PermitDecision, PermitResult,
+    Pod, PodPatch, PodStatus, PreemptionAdvice, Rejection,
 };
 use crate::Plugin;
 
@@ -192,6 +192,27 @@ pub fn pre_bind<P: Plugin>(node: u32) -> Result<PodPatch, String> {
             .node(node)
             .ok_or_else(|| format!("node index {node} unknown to plugin"))?;
         plugin.pre_bind(cycle, pod, n, cluster)
+    })
+}
+
+/// `device-rank.rank-devices`: the plugin's ranks of the candidate sets
+/// on `node`; a plugin that cannot answer (no cycle, unknown node, an
+/// error) abstains, logging why.
+pub fn rank_devices<P: Plugin>(
+    node: u32,
+    devices: &[Device],
+    requests: &[String],
+    sets: &[DeviceSet],
+) -> Vec<u8> {
+    with_cycle::<P, _>(|plugin, cycle, pod, cluster| {
+        let n = cluster
+            .node(node)
+            .ok_or_else(|| format!("node index {node} unknown to plugin"))?;
+        plugin.rank_devices(cycle, pod, n, devices, requests, sets, cluster)
+    })
+    .unwrap_or_else(|e| {
+        crate::log(crate::types::LogLevel::Warn, &format!("rank-devices: {e}"));
+        Vec::new()
     })
 }
 

@@ -34,6 +34,7 @@ impl Framework {
             snapshot,
             cycle,
             pool: None,
+            device_rankers: &[],
         };
         let profile = self.profile();
         let undo = |state: &CycleState| self.unreserve(ctx.pod, state, node.name());

@@ -2,6 +2,9 @@
 
 use crate::model::Pod;
 
+use std::sync::Arc;
+
+use super::device_rank::DeviceRanker;
 use super::node_info::Snapshot;
 
 /// What every extension point of the scheduling cycle receives.
@@ -13,4 +16,6 @@ pub struct CycleContext<'a> {
     /// The framework's workers, for a plugin that splits a walk over every
     /// node (PreFilter, PreScore) across them; `None`: this thread only.
     pub pool: Option<&'a rayon::ThreadPool>,
+    /// The profile's device rankers (DynamicResources consults them).
+    pub device_rankers: &'a [Arc<dyn DeviceRanker>],
 }

@@ -58,6 +58,10 @@ pub struct Explanation {
     /// What preemption (PostFilter) considered, when the pod fit nowhere.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub preemption: Option<PreemptionExplanation>,
+    /// What plugins chose beyond the node (plugin, line), such as the
+    /// devices DynamicResources allocated and the sets it ranked.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub notes: Vec<(String, String)>,
 }
 
 /// One preemption candidate, for `--explain`.

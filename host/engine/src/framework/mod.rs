@@ -12,6 +12,7 @@ pub mod clock;
 pub mod context;
 pub mod cycle;
 pub mod cycle_state;
+pub mod device_rank;
 pub mod explain;
 pub mod fit_error;
 pub mod handle;
@@ -37,6 +38,7 @@ pub use cache::Cache;
 pub use clock::Clock;
 pub use cycle::{CycleResult, Framework, Outcome, Placement};
 pub use cycle_state::CycleState;
+pub use device_rank::{DeviceRanker, DeviceSet, RankDevice, RankInput};
 pub use explain::{
     CandidateExplanation, Explanation, FilterVerdict, NodeExplanation, PreemptionExplanation,
     ScoreDetail,

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use super::advisor::PreemptionAdvisor;
+use super::device_rank::DeviceRanker;
 use super::interface::{
     BindPlugin, FilterPlugin, InformerPlugin, PermitPlugin, Plugin, PostBindPlugin,
     PostFilterPlugin, PreBindPlugin, PreEnqueuePlugin, PreFilterPlugin, PreScorePlugin,
@@ -90,6 +91,9 @@ pub struct PluginBundle {
     /// Advice on preemption's candidates (not an extension point of its
     /// own: DefaultPreemption consults it).
     pub preemption_advisor: Option<Arc<dyn PreemptionAdvisor>>,
+    /// Ranks candidate device sets (not an extension point of its own:
+    /// DynamicResources consults it).
+    pub device_ranker: Option<Arc<dyn DeviceRanker>>,
     /// Cluster state of its own, and pods to activate (not an extension
     /// point either: it comes with membership).
     pub informer: Option<Arc<dyn InformerPlugin>>,
@@ -122,6 +126,7 @@ impl PluginBundle {
             bind: None,
             post_bind: None,
             preemption_advisor: None,
+            device_ranker: None,
             informer: None,
         }
     }
@@ -195,6 +200,11 @@ impl PluginBundle {
         self
     }
 
+    pub fn with_device_ranker<T: DeviceRanker + 'static>(mut self, p: &Arc<T>) -> Self {
+        self.device_ranker = Some(p.clone());
+        self
+    }
+
     pub fn with_informer<T: InformerPlugin + 'static>(mut self, p: &Arc<T>) -> Self {
         self.informer = Some(p.clone());
         self
@@ -254,6 +264,8 @@ pub struct Profile {
     pub post_bind: Vec<Arc<dyn PostBindPlugin>>,
     /// Members that advise preemption, in member order.
     pub preemption_advisors: Vec<Arc<dyn PreemptionAdvisor>>,
+    /// Members that rank device sets, in member order.
+    pub device_rankers: Vec<Arc<dyn DeviceRanker>>,
     /// Members with informers of their own, in member order.
     pub informers: Vec<Arc<dyn InformerPlugin>>,
 }
@@ -312,6 +324,11 @@ impl Profile {
         if let Some(a) = &bundle.preemption_advisor {
             if !named(&self.preemption_advisors, bundle.name()) {
                 self.preemption_advisors.push(a.clone());
+            }
+        }
+        if let Some(r) = &bundle.device_ranker {
+            if !named(&self.device_rankers, bundle.name()) {
+                self.device_rankers.push(r.clone());
             }
         }
         if let Some(i) = &bundle.informer {
@@ -379,6 +396,10 @@ impl Profile {
         p.preemption_advisors.retain(|a| a.name() != name);
         if let Some(a) = &new.preemption_advisor {
             p.preemption_advisors.push(a.clone());
+        }
+        p.device_rankers.retain(|r| r.name() != name);
+        if let Some(r) = &new.device_ranker {
+            p.device_rankers.push(r.clone());
         }
         p.informers.retain(|i| i.name() != name);
         if let Some(i) = &new.informer {

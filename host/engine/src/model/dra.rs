@@ -140,6 +140,29 @@ impl Attr {
     }
 }
 
+impl std::fmt::Display for Attr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Int(v) => write!(f, "{v}"),
+            Self::Bool(v) => write!(f, "{v}"),
+            Self::Str(v) | Self::Version(v) => f.write_str(v),
+        }
+    }
+}
+
+/// A quantity in [`Nanos`] as plain decimal text (`80000000000`, `0.5`).
+pub fn nanos_text(v: Nanos) -> String {
+    const ONE: Nanos = 1_000_000_000;
+    let (sign, a) = if v < 0 { ("-", -v) } else { ("", v) };
+    let (whole, frac) = (a / ONE, a % ONE);
+    if frac == 0 {
+        format!("{sign}{whole}")
+    } else {
+        let digits = format!("{frac:09}");
+        format!("{sign}{whole}.{}", digits.trim_end_matches('0'))
+    }
+}
+
 /// Where a slice's (or a device's) devices can be used.
 #[derive(Debug, Clone, PartialEq)]
 pub enum NodeScope {

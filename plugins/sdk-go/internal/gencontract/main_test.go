@@ -9,9 +9,10 @@ import (
 )
 
 // The generated files are current: the contract's version and exported
-// names come from wit/plugin.wit and nowhere else.
+// names come from the contract the SDK implements (wit/history/0.2.0) and
+// nowhere else.
 func TestGeneratedFilesAreCurrent(t *testing.T) {
-	wit, err := os.ReadFile("../../../../wit/plugin.wit")
+	wit, err := os.ReadFile("../../../../wit/history/0.2.0/plugin.wit")
 	if err != nil {
 		t.Fatalf("the repository's contract: %v", err)
 	}
@@ -32,7 +33,7 @@ func TestGeneratedFilesAreCurrent(t *testing.T) {
 }
 
 func TestAChangedContractIsRefused(t *testing.T) {
-	wit, err := os.ReadFile("../../../../wit/plugin.wit")
+	wit, err := os.ReadFile("../../../../wit/history/0.2.0/plugin.wit")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -150,6 +150,7 @@ impl Framework {
             snapshot,
             cycle: CYCLE_IDS.fetch_add(1, Ordering::Relaxed),
             pool: (self.workers() > 1).then_some(&self.pool),
+            device_rankers: &profile.device_rankers,
         };
         let mut cycle = Cycle {
             timings: &self.timings,

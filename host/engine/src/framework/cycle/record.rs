@@ -21,6 +21,20 @@ impl Cycle<'_> {
             _ => None,
         };
         out.preemption = self.record.preemption.clone();
+        let chosen = match outcome {
+            Outcome::Scheduled(p) => Some(p.node.as_str()),
+            _ => None,
+        };
+        out.notes = self
+            .profile
+            .members
+            .iter()
+            .flat_map(|m| {
+                m.explain(&self.state, chosen)
+                    .into_iter()
+                    .map(|l| (m.name().to_string(), l))
+            })
+            .collect();
         out.skipped = self
             .profile
             .filter

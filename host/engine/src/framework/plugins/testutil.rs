@@ -234,6 +234,7 @@ pub fn ctx<'a>(pod: &'a Pod, snap: &'a Snapshot) -> CycleContext<'a> {
         snapshot: snap,
         cycle: 1,
         pool: None,
+        device_rankers: &[],
     }
 }
 

@@ -18,6 +18,7 @@ use std::time::Instant;
 use serde_json::{json, Value};
 
 use super::cel::{self, Compiled, DeviceVal};
+use crate::framework::{DeviceSet, RankDevice, RankInput};
 use crate::model::dra::{
     Attr, Claim, Class, Constraint, Device, Exact, Mode, NodeScope, Slice, MAX_RESULTS,
     MAX_SUBREQUESTS,
@@ -31,6 +32,8 @@ pub struct SliceData {
     pub slice: Slice,
     /// `device` of each device, for CEL.
     pub cel: Vec<DeviceVal>,
+    /// Each device as device rankers see it, and its id.
+    pub ranked: Vec<(DeviceId, RankDevice)>,
 }
 
 impl SliceData {
@@ -40,7 +43,12 @@ impl SliceData {
             .iter()
             .map(|d| DeviceVal::new(d, &slice.driver))
             .collect();
-        Self { slice, cel }
+        let ranked = slice
+            .devices
+            .iter()
+            .map(|d| (device_id(&slice, d), rank_device(&slice, d)))
+            .collect();
+        Self { slice, cel, ranked }
     }
 }
 
@@ -126,6 +134,8 @@ pub struct ClaimResult {
     /// `status.allocation` to write (without `allocationTimestamp`).
     pub allocation: Value,
     pub devices: Vec<DeviceId>,
+    /// The request (or subrequest) each device serves.
+    pub requests: Vec<String>,
     /// Score: `8 - i` for each prioritized-list request satisfied by its
     /// `i`-th subrequest.
     pub score: i64,
@@ -154,7 +164,7 @@ struct Pool {
 
 /// Where a device is: pool, slice within the pool, device within the
 /// slice.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 struct Loc {
     pool: usize,
     slice: usize,
@@ -321,6 +331,17 @@ struct Search<'a> {
     /// Selector verdicts: (device, claim, request, alternative).
     verdicts: HashMap<(Loc, usize, usize, usize), bool>,
     deadline: Option<Instant>,
+    /// How many solutions to collect (1: upstream's first fit).
+    limit: usize,
+    /// The solutions found, in search order (the first is upstream's):
+    /// the devices chosen per claim.
+    solutions: Vec<Vec<Vec<Chosen>>>,
+    /// The subrequests the first solution chose: later solutions must
+    /// choose the same (a prioritized list's order is not the ranker's
+    /// to change).
+    first_alts: Option<Vec<Vec<Option<usize>>>>,
+    /// Search steps taken since the first solution.
+    extra_steps: usize,
 }
 
 impl<'a> Search<'a> {
@@ -594,9 +615,26 @@ impl<'a> Search<'a> {
         n: usize,
         start: Loc,
     ) -> Result<bool, AllocError> {
-        self.check_deadline()?;
+        if self.solutions.is_empty() {
+            self.check_deadline()?;
+        } else {
+            // Enumerating alternatives: bounded work, and the deadline
+            // ends it with what was found rather than failing.
+            self.extra_steps += 1;
+            if self.extra_steps > ENUMERATION_STEPS
+                || self.deadline.is_some_and(|d| Instant::now() >= d)
+            {
+                return Ok(true);
+            }
+        }
         if c == self.claims.len() {
-            return Ok(true);
+            if self.first_alts.is_none() {
+                self.first_alts = Some(self.chosen_alt.clone());
+            }
+            if self.first_alts.as_ref() == Some(&self.chosen_alt) {
+                self.solutions.push(self.results.clone());
+            }
+            return Ok(self.solutions.len() >= self.limit);
         }
         if r == self.claims[c].requests.len() {
             return self.search(c + 1, 0, None, 0, Loc::default());
@@ -604,6 +642,9 @@ impl<'a> Search<'a> {
         let Some(a) = alt else {
             let alternatives = self.claims[c].requests[r].alts.len();
             for a in 0..alternatives {
+                if self.first_alts.as_ref().is_some_and(|f| f[c][r] != Some(a)) {
+                    continue;
+                }
                 self.chosen_alt[c][r] = Some(a);
                 if self.search(c, r, Some(a), 0, Loc::default())? {
                     return Ok(true);
@@ -664,28 +705,38 @@ impl<'a> Search<'a> {
     }
 }
 
-impl Default for Loc {
-    fn default() -> Self {
-        Self {
-            pool: 0,
-            slice: 0,
-            device: 0,
-        }
-    }
-}
-
 /// Whether constraint `con` covers the device of `request` (a subrequest
 /// counts as its parent).
 fn applies(con: &Constraint, parent: &str, request: &str) -> bool {
     con.requests.is_empty() || con.requests.iter().any(|r| r == parent || r == request)
 }
 
-/// Allocates `claims` (in order) on `node`.
+/// Allocates `claims` (in order) on `node`: upstream's first fit.
 pub fn allocate(
     inputs: &Inputs,
     node: &Node,
     claims: &[&Claim],
     deadline: Option<Instant>,
+) -> Result<Outcome, AllocError> {
+    allocate_ranked(inputs, node, claims, deadline, 1, |_, _| 0)
+}
+
+/// Search steps spent looking for more solutions after the first.
+pub const ENUMERATION_STEPS: usize = 20_000;
+
+/// Allocates `claims` on `node` choosing among up to `limit` solutions:
+/// `choose` gets them as rankers see them (sets in upstream's search
+/// order; all choose the same prioritized-list subrequests; each set's
+/// devices in claim order) with the ids of the node's devices, and returns
+/// the position of the one to allocate. The search after the first
+/// solution is bounded by [`ENUMERATION_STEPS`] and the deadline.
+pub fn allocate_ranked(
+    inputs: &Inputs,
+    node: &Node,
+    claims: &[&Claim],
+    deadline: Option<Instant>,
+    limit: usize,
+    choose: impl FnOnce(RankInput, &[&DeviceId]) -> usize,
 ) -> Result<Outcome, AllocError> {
     let pools = gather(inputs, node);
     let mut search = Search {
@@ -706,6 +757,10 @@ pub fn allocate(
             .collect(),
         verdicts: HashMap::new(),
         deadline,
+        limit: limit.max(1),
+        solutions: Vec::new(),
+        first_alts: None,
+        extra_steps: 0,
     };
     for (ci, claim) in claims.iter().enumerate() {
         let req = prepare(&mut search, ci, claim)?;
@@ -738,12 +793,116 @@ pub fn allocate(
             )));
         }
     }
-    if !search.search(0, 0, None, 0, Loc::default())? {
+    search.search(0, 0, None, 0, Loc::default())?;
+    if search.solutions.is_empty() {
         let invalid = search.pools.iter().any(|p| p.invalid.is_some());
         return Ok(Outcome::None { invalid });
     }
+    let mut solutions = std::mem::take(&mut search.solutions);
+    let k = if limit <= 1 {
+        0
+    } else {
+        let (input, ids) = rank_input(&search, &solutions, claims);
+        choose(input, &ids).min(solutions.len() - 1)
+    };
+    search.results = solutions.swap_remove(k);
+    // Enumerating backtracked past the solutions: restore the subrequests
+    // they all chose.
+    if let Some(alts) = search.first_alts.take() {
+        search.chosen_alt = alts;
+    }
     let results = (0..claims.len()).map(|ci| result(&search, ci)).collect();
     Ok(Outcome::Allocated(results))
+}
+
+/// What rankers see of `solutions` on the search's node: the devices of
+/// its usable pools (in search order), and the sets as positions into
+/// them; with the devices' ids.
+fn rank_input<'a>(
+    search: &Search<'a>,
+    solutions: &[Vec<Vec<Chosen>>],
+    claims: &[&Claim],
+) -> (RankInput<'a>, Vec<&'a DeviceId>) {
+    let inputs = search.inputs;
+    let mut devices = Vec::new();
+    let mut allocated = Vec::new();
+    let mut ids = Vec::new();
+    // First position of each (pool, slice)'s devices.
+    let mut base: HashMap<(usize, usize), u32> = HashMap::new();
+    for (p, pool) in search.pools.iter().enumerate() {
+        if pool.incomplete || pool.invalid.is_some() {
+            continue;
+        }
+        for (si, &i) in pool.slices.iter().enumerate() {
+            base.insert((p, si), devices.len() as u32);
+            for (id, d) in &inputs.slices[i].ranked {
+                devices.push(d);
+                allocated.push(inputs.in_use.contains(id));
+                ids.push(id);
+            }
+        }
+    }
+    let mut requests: Vec<String> = Vec::new();
+    let mut request_ix: HashMap<(usize, &str), u32> = HashMap::new();
+    let sets = solutions
+        .iter()
+        .map(|per_claim| {
+            let mut set = DeviceSet {
+                devices: Vec::new(),
+                requests: Vec::new(),
+            };
+            for (ci, chosen) in per_claim.iter().enumerate() {
+                for c in chosen {
+                    let at = base.get(&(c.loc.pool, c.loc.slice)).copied().unwrap_or(0);
+                    set.devices.push(at + c.loc.device as u32);
+                    let r = *request_ix
+                        .entry((ci, c.request.as_str()))
+                        .or_insert_with(|| {
+                            requests.push(format!("{}/{}", claims[ci].name, c.request));
+                            requests.len() as u32 - 1
+                        });
+                    set.requests.push(r);
+                }
+            }
+            set
+        })
+        .collect();
+    (
+        RankInput {
+            devices,
+            allocated,
+            requests,
+            sets,
+        },
+        ids,
+    )
+}
+
+/// A device as rankers see it: names fully qualified (the driver is the
+/// domain of a bare name), values as text.
+fn rank_device(s: &Slice, d: &Device) -> RankDevice {
+    let qualify = |k: &str| {
+        if k.contains('/') {
+            k.to_string()
+        } else {
+            format!("{}/{k}", s.driver)
+        }
+    };
+    RankDevice {
+        driver: s.driver.clone(),
+        pool: s.pool.clone(),
+        name: d.name.clone(),
+        attributes: d
+            .attributes
+            .iter()
+            .map(|(k, v)| (qualify(k), v.to_string()))
+            .collect(),
+        capacity: d
+            .capacity
+            .iter()
+            .map(|(k, v)| (qualify(k), crate::model::dra::nanos_text(*v)))
+            .collect(),
+    }
 }
 
 /// The claim's requests with their classes and compiled selectors.
@@ -846,6 +1005,7 @@ fn result(search: &Search, ci: usize) -> ClaimResult {
     let claim = &search.claims[ci];
     let mut results = Vec::new();
     let mut devices = Vec::new();
+    let mut requests = Vec::new();
     for ch in &search.results[ci] {
         let sd = search.slice(ch.loc);
         let d = &sd.slice.devices[ch.loc.device];
@@ -869,6 +1029,7 @@ fn result(search: &Search, ci: usize) -> ClaimResult {
         }
         results.push(r);
         devices.push(device_id(&sd.slice, d));
+        requests.push(ch.request.clone());
     }
     let mut score = 0;
     for (ri, req) in claim.requests.iter().enumerate() {
@@ -885,6 +1046,7 @@ fn result(search: &Search, ci: usize) -> ClaimResult {
     ClaimResult {
         allocation,
         devices,
+        requests,
         score,
     }
 }

@@ -33,6 +33,9 @@ const MAX_COMPREHENSION_DEPTH: usize = 4;
 /// Upstream's cost-limit error text.
 pub const COST_EXCEEDED: &str = "operation cancelled: actual cost limit exceeded";
 
+/// A CEL function of the environment.
+type CelFn = fn(&FunctionContext) -> Result<Value, ExecutionError>;
+
 /// A compiled selector, or why it does not compile.
 pub type Compiled = Arc<Result<Program, String>>;
 
@@ -152,7 +155,7 @@ thread_local! {
 
 fn root() -> Context<'static, 'static> {
     let mut ctx = Context::with_env(env().clone());
-    let functions: [(&str, fn(&FunctionContext) -> Result<Value, ExecutionError>); 17] = [
+    let functions: [(&str, CelFn); 17] = [
         ("quantity", f_quantity),
         ("isQuantity", f_is_quantity),
         ("semver", f_semver),
@@ -521,8 +524,7 @@ fn arg<'a>(ftx: &'a FunctionContext, i: usize) -> Result<&'a dyn Val, ExecutionE
 
 fn this<'a>(ftx: &'a FunctionContext) -> Result<&'a dyn Val, ExecutionError> {
     ftx.this
-        .as_ref()
-        .map(|t| &**t)
+        .as_deref()
         .ok_or(ExecutionError::MissingArgumentOrTarget)
 }
 

@@ -18,7 +18,8 @@
 //!   (or only this pod) is deallocated so the next attempt can choose
 //!   again.
 //! - Score (weight 2): prioritized lists satisfied by earlier alternatives
-//!   score higher.
+//!   score higher; with device rankers ([`ranking`]), `101 * that + the
+//!   best set's rank`, so the list's preference stays first.
 //! - Reserve / Unreserve: the allocation is held in flight, so no other
 //!   pod's cycle takes its devices.
 //! - PreBind: a [`ClaimBinding`] step per claim to write: the finalizer,
@@ -27,6 +28,7 @@
 
 pub mod allocator;
 pub mod cel;
+pub mod ranking;
 pub mod report;
 pub mod store;
 pub mod templates;
@@ -53,6 +55,7 @@ use crate::model::dra::{Claim, Consumer};
 use crate::model::Pod;
 
 use allocator::{ClaimResult, Outcome};
+use ranking::NodeRank;
 pub use store::Store;
 
 pub const NAME: &str = "DynamicResources";
@@ -85,11 +88,64 @@ pub struct ClaimBinding {
 pub struct DynamicResources {
     store: Arc<Store>,
     filter_timeout: Option<Duration>,
+    /// Device sets per node for the rankers (0: no ranking).
+    ranked_sets: usize,
 }
 
 impl Plugin for DynamicResources {
     fn name(&self) -> &str {
         NAME
+    }
+
+    /// The devices allocated on the chosen node and, when rankers ranked
+    /// them, the other sets with their ranks (best first, at most five).
+    fn explain(&self, state: &CycleState, chosen: Option<&str>) -> Vec<String> {
+        let Some(prep) = state.read::<Arc<Prep>>(STATE_KEY) else {
+            return Vec::new();
+        };
+        let Some(node) = chosen else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        if let Some(results) = prep.results.lock().get(node) {
+            for (&i, r) in prep.to_allocate.iter().zip(results) {
+                out.push(format!(
+                    "claim {}: devices {} on {node}",
+                    prep.claims[i].key(),
+                    r.devices.join(", ")
+                ));
+            }
+        }
+        match prep.ranks.lock().get(node) {
+            Some(rank) => {
+                out.push(format!(
+                    "ranked {} device set(s) on {node}: chosen rank {} ({})",
+                    rank.sets.len(),
+                    rank.best,
+                    if rank.chosen == 0 {
+                        "the first fit"
+                    } else {
+                        "not the first fit"
+                    }
+                ));
+                let mut others: Vec<&(Vec<String>, i64)> = rank
+                    .sets
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| *i != rank.chosen)
+                    .map(|(_, s)| s)
+                    .collect();
+                others.sort_by_key(|s| std::cmp::Reverse(s.1));
+                for (devices, r) in others.into_iter().take(5) {
+                    out.push(format!("  alternative rank {r}: {}", devices.join(", ")));
+                }
+            }
+            None if !prep.to_allocate.is_empty() => {
+                out.push("devices chosen by first fit (no device ranker)".into())
+            }
+            None => {}
+        }
+        out
     }
 }
 
@@ -161,6 +217,8 @@ struct Prep {
     /// Claims allocated on nodes other than ones that were filtered out
     /// (for PostFilter), by node.
     unavailable: Mutex<BTreeMap<String, Vec<usize>>>,
+    /// Device rankers' verdicts, by node.
+    ranks: Mutex<BTreeMap<String, NodeRank>>,
 }
 
 impl PreFilterPlugin for DynamicResources {
@@ -212,6 +270,7 @@ impl PreFilterPlugin for DynamicResources {
                 inputs,
                 results: Mutex::new(BTreeMap::new()),
                 unavailable: Mutex::new(BTreeMap::new()),
+                ranks: Mutex::new(BTreeMap::new()),
             }),
         );
         Ok(Decision::Run)
@@ -241,10 +300,27 @@ impl FilterPlugin for DynamicResources {
             })
             .map(|(i, _)| i)
             .collect();
+        let not_available = |unavailable: Vec<usize>| {
+            prep.unavailable.lock().insert(n.name.clone(), unavailable);
+            Err(Rejection::unresolvable(NOT_AVAILABLE))
+        };
+        if !unavailable.is_empty() && prep.inputs.is_none() {
+            return not_available(unavailable);
+        }
         if let Some(inputs) = &prep.inputs {
             let claims: Vec<&Claim> = prep.to_allocate.iter().map(|&i| &*prep.claims[i]).collect();
             let deadline = self.filter_timeout.map(|t| Instant::now() + t);
-            match allocator::allocate(inputs, n, &claims, deadline) {
+            let ranking = !ctx.device_rankers.is_empty() && self.ranked_sets > 0;
+            let limit = if ranking { self.ranked_sets } else { 1 };
+            let mut rank = None;
+            let choose = |input: crate::framework::RankInput, ids: &[&String]| {
+                if !ranking {
+                    return 0;
+                }
+                rank = ranking::rank(ctx, state, node, input, ids);
+                rank.as_ref().map_or(0, |r| r.chosen)
+            };
+            match allocator::allocate_ranked(inputs, n, &claims, deadline, limit, choose) {
                 Err(e) => return Err(Rejection::error(e.0)),
                 Ok(Outcome::None { invalid }) => {
                     return Err(Rejection::unresolvable(if invalid {
@@ -254,15 +330,16 @@ impl FilterPlugin for DynamicResources {
                     }))
                 }
                 Ok(Outcome::Allocated(results)) => {
+                    if !unavailable.is_empty() {
+                        return not_available(unavailable);
+                    }
+                    if let Some(r) = rank {
+                        prep.ranks.lock().insert(n.name.clone(), r);
+                    }
                     prep.results.lock().insert(n.name.clone(), results);
                 }
             }
         }
-        if !unavailable.is_empty() {
-            prep.unavailable.lock().insert(n.name.clone(), unavailable);
-            return Err(Rejection::unresolvable(NOT_AVAILABLE));
-        }
-        let _ = ctx;
         Ok(())
     }
 }
@@ -315,11 +392,17 @@ impl ScorePlugin for DynamicResources {
         let Some(prep) = state.read::<Arc<Prep>>(STATE_KEY) else {
             return Ok(0);
         };
-        Ok(prep
+        let listed: i64 = prep
             .results
             .lock()
             .get(node.name())
-            .map_or(0, |r| r.iter().map(|c| c.score).sum()))
+            .map_or(0, |r| r.iter().map(|c| c.score).sum());
+        // A prioritized list's preference stays first (as upstream's
+        // score orders nodes); the best set's rank orders nodes within it.
+        Ok(match prep.ranks.lock().get(node.name()) {
+            Some(r) => listed * 101 + r.best,
+            None => listed,
+        })
     }
 
     fn normalize(
@@ -500,10 +583,14 @@ pub fn check_template(object: &Value) -> Result<String, String> {
 
 /// The registry's factory. Every profile shares one store.
 pub fn new(args: Option<&Value>, handle: &Handle) -> Result<PluginBundle, String> {
-    let filter_timeout = parse_args(args)?;
+    let Args {
+        filter_timeout,
+        ranked_sets,
+    } = parse_args(args)?;
     let p = Arc::new(DynamicResources {
         store: handle.shared::<Store>(),
         filter_timeout,
+        ranked_sets,
     });
     Ok(PluginBundle::new(p.clone())
         .with_pre_enqueue(&p)
@@ -516,27 +603,53 @@ pub fn new(args: Option<&Value>, handle: &Handle) -> Result<PluginBundle, String
         .with_informer(&p))
 }
 
+struct Args {
+    filter_timeout: Option<Duration>,
+    ranked_sets: usize,
+}
+
 /// Upstream's `DynamicResourcesArgs`: `filterTimeout` (a duration; `0s`
-/// turns the bound off).
-fn parse_args(args: Option<&Value>) -> Result<Option<Duration>, String> {
+/// turns the bound off); and `rankedSets`, how many device sets per node
+/// device rankers see (default [`ranking::MAX_SETS`]; 0: no ranking, the
+/// first fit as upstream).
+fn parse_args(args: Option<&Value>) -> Result<Args, String> {
+    let mut out = Args {
+        filter_timeout: Some(DEFAULT_FILTER_TIMEOUT),
+        ranked_sets: ranking::MAX_SETS,
+    };
     let Some(obj) = super::helpers::args_object(NAME, args)? else {
-        return Ok(Some(DEFAULT_FILTER_TIMEOUT));
+        return Ok(out);
     };
     super::helpers::reject_unknown(
         &obj,
-        &["filterTimeout", "bindingTimeout"],
+        &["filterTimeout", "bindingTimeout", "rankedSets"],
         &format!("{NAME} args: "),
     )?;
     match obj.get("filterTimeout") {
-        None => Ok(Some(DEFAULT_FILTER_TIMEOUT)),
+        None => {}
         Some(Value::String(s)) => {
             let d = humantime::parse_duration(s)
                 .map_err(|e| format!("{NAME} args: filterTimeout: invalid duration {s:?}: {e}"))?;
-            Ok((!d.is_zero()).then_some(d))
+            out.filter_timeout = (!d.is_zero()).then_some(d);
         }
-        Some(other) => Err(format!(
-            "{NAME} args: filterTimeout: expected a duration string like \"10s\", got {}",
-            super::helpers::json_type(other)
-        )),
+        Some(other) => {
+            return Err(format!(
+                "{NAME} args: filterTimeout: expected a duration string like \"10s\", got {}",
+                super::helpers::json_type(other)
+            ))
+        }
     }
+    match obj.get("rankedSets") {
+        None => {}
+        Some(v) => match v.as_u64().filter(|&n| n <= ranking::MAX_SETS_LIMIT as u64) {
+            Some(n) => out.ranked_sets = n as usize,
+            None => {
+                return Err(format!(
+                    "{NAME} args: rankedSets: expected an integer from 0 to {}, got {v}",
+                    ranking::MAX_SETS_LIMIT
+                ))
+            }
+        },
+    }
+    Ok(out)
 }

@@ -362,6 +362,25 @@ fn first_available_with_backtracking_and_its_score() {
         panic!()
     };
     assert_eq!(rs[0].score, 8 - 1, "the second alternative scores 7");
+    // Enumerating sets for rankers (choosing the first) allocates the
+    // same: the subrequest, its score and the allocation's config.
+    let mut seen = 0;
+    let Ok(Outcome::Allocated(ranked)) = super::allocator::allocate_ranked(
+        &inputs,
+        &N::new("node-1").build(),
+        &[&c],
+        None,
+        32,
+        |input, ids| {
+            seen = input.sets.len();
+            assert_eq!(ids.len(), input.devices.len());
+            0
+        },
+    ) else {
+        panic!()
+    };
+    assert_eq!(seen, 1, "one way to allocate");
+    assert_eq!(ranked, rs);
 }
 
 #[test]
