@@ -10,6 +10,7 @@
 // host/src.
 #![allow(clippy::too_many_lines)]
 
+mod audit;
 mod bench;
 mod deploy;
 mod differential;
@@ -20,7 +21,9 @@ mod gates;
 mod hami;
 mod namespaces;
 mod node;
+mod outages;
 mod preemption;
+mod proxy;
 mod serving;
 mod volumes;
 
