@@ -25,6 +25,7 @@ mod outages;
 mod preemption;
 mod proxy;
 mod serving;
+mod soak;
 mod volumes;
 
 use std::collections::{BTreeMap, HashMap};

@@ -13,7 +13,10 @@
 //!   bytes per second (`bandwidth`);
 //! - black hole: data is read and discarded in both directions, the
 //!   connections stay open, new ones hang before their TLS handshake
-//!   (`timeout` with 0); the stream resumes, corrupted, when it ends;
+//!   (toxiproxy's `timeout` with 0). When it ends, every connection that
+//!   lived through it is reset: through toxiproxy the TLS records lost
+//!   would break those connections; here, where TLS ends at the proxy, a
+//!   watch would otherwise go on with events silently missing;
 //! - refuse: new connections are reset as they are accepted;
 //! - reset: every open connection is closed with a TCP RST (`reset_peer`);
 //! - hold: requests whose request line contains a pattern wait (the rest
@@ -146,8 +149,13 @@ impl FaultProxy {
         self.update(|f| f.bandwidth = bytes_per_second);
     }
 
+    /// Starts or ends the black hole (ending it resets the connections
+    /// that lived through it).
     pub fn set_blackhole(&self, on: bool) {
         self.update(|f| f.blackhole = on);
+        if !on {
+            self.reset_all();
+        }
     }
 
     pub fn set_refuse(&self, on: bool) {
@@ -164,9 +172,13 @@ impl FaultProxy {
         self.update(|f| f.holds.clear());
     }
 
-    /// Every fault off (open connections stay).
+    /// Every fault off (open connections stay, unless a black hole ends).
     pub fn heal(&self) {
+        let blackhole = self.state.faults.lock().blackhole;
         self.update(|f| *f = Faults::default());
+        if blackhole {
+            self.reset_all();
+        }
     }
 
     /// Closes every open connection with a TCP RST.
@@ -348,15 +360,16 @@ async fn write_side<W: tokio::io::AsyncWrite + Unpin>(
         }
         match bandwidth {
             Some(rate) if rate > 0 => {
-                // In slices of a tenth of a second's worth.
+                // In slices of a tenth of a second's worth, each delivered
+                // when it would have finished arriving at that rate.
                 let slice = (rate / 10).max(1) as usize;
                 for part in bytes.chunks(slice) {
+                    tokio::time::sleep(Duration::from_secs_f64(part.len() as f64 / rate as f64))
+                        .await;
                     if w.write_all(part).await.is_err() {
                         return;
                     }
                     let _ = w.flush().await;
-                    tokio::time::sleep(Duration::from_secs_f64(part.len() as f64 / rate as f64))
-                        .await;
                 }
             }
             _ => {
