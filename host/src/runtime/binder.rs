@@ -14,6 +14,7 @@
 //! name is not bound by mistake) and the API server refuses to bind a pod
 //! that already has a node.
 
+mod claims;
 mod volumes;
 
 use std::sync::Arc;
@@ -29,6 +30,7 @@ use super::client::{ApiHealth, Backoff, Throttle};
 use super::events::{PodRef, Report};
 use super::node_lock::{self, NodeGates};
 use super::Shared;
+use crate::framework::plugins::dynamic_resources::ClaimBinding;
 use crate::framework::plugins::hami_node_lock::LockNode;
 use crate::framework::plugins::volume::VolumeAction;
 use crate::framework::BindAction;
@@ -231,6 +233,7 @@ impl Binder {
         let actions = &req.assumption.actions;
         let mut written = volumes::Written::default();
         let mut locked: Option<&str> = None;
+        let mut claims: Vec<&ClaimBinding> = Vec::new();
         let mut i = 0;
         let mut r = BindResult::Bound;
         while i < actions.len() && r == BindResult::Bound {
@@ -252,6 +255,12 @@ impl Binder {
                         r
                     } else if let Some(v) = a.get::<VolumeAction>() {
                         self.volume_action(req, v, &mut written).await
+                    } else if let Some(c) = a.get::<ClaimBinding>() {
+                        let r = self.claim_binding(req, c).await;
+                        if r == BindResult::Bound {
+                            claims.push(c);
+                        }
+                        r
                     } else {
                         tracing::error!(pod = %req.pod().key(), action = ?a, "no executor for this binding step; the pod is retried");
                         BindResult::Error
@@ -259,6 +268,9 @@ impl Binder {
                 }
             };
             i += 1;
+        }
+        if r != BindResult::Bound && !claims.is_empty() {
+            self.unreserve_claims(req, &claims).await;
         }
         if let (Some(annotation), false) = (locked, r == BindResult::Bound) {
             let pod = req.pod();

@@ -45,15 +45,14 @@ pub fn start(shared: &Arc<Shared>, client: &Client, throttle: Throttle) -> Vec<J
     tasks
 }
 
+/// How often a kind the API server does not serve is looked for again.
+const NOT_SERVED_RECHECK: Duration = Duration::from_secs(30);
+
 /// The version of `kind` to watch: the first the plugin reads that the
-/// API server serves (the first it reads when the server does not serve
-/// the group, so the watch's error says what is missing). While the
-/// server cannot be asked, it is asked again (with backoff).
-async fn served_version(client: &Client, kind: &ApiKind) -> &'static str {
-    let first = kind.versions[0];
-    if kind.versions.len() == 1 {
-        return first;
-    }
+/// API server serves. `None`: it serves none of them (the group is
+/// missing: no CRD, an API not enabled). While the server cannot be
+/// asked, it is asked again (with backoff).
+async fn served_version(client: &Client, kind: &ApiKind) -> Option<&'static str> {
     let mut retry = Backoff::new(Duration::from_millis(250), Duration::from_secs(5));
     loop {
         match kube::discovery::group(client, kind.group).await {
@@ -63,11 +62,10 @@ async fn served_version(client: &Client, kind: &ApiKind) -> &'static str {
                     .versions
                     .iter()
                     .copied()
-                    .find(|v| served.iter().any(|s| s == v))
-                    .unwrap_or(first);
+                    .find(|v| served.iter().any(|s| s == v));
             }
-            Err(kube::Error::Api(e)) if e.code == 404 => return first,
-            Err(kube::Error::Discovery(_)) => return first,
+            Err(kube::Error::Api(e)) if e.code == 404 => return None,
+            Err(kube::Error::Discovery(_)) => return None,
             Err(e) => {
                 tracing::debug!(group = kind.group, error = %e, "discovery failed; retrying");
                 tokio::time::sleep(retry.next_delay()).await;
@@ -86,9 +84,30 @@ fn resource(kind: &ApiKind, version: &str) -> ApiResource {
     }
 }
 
-/// Feeds the scheduler `kind`'s objects until the task is aborted.
+/// Feeds the scheduler `kind`'s objects until the task is aborted. A
+/// kind the API server does not serve counts as listed (there is nothing
+/// to read, and scheduling must not wait for it) and is looked for again
+/// every half minute.
 async fn watch(shared: Arc<Shared>, client: Client, kind: ApiKind, watched: Watched) {
-    let version = served_version(&client, &kind).await;
+    let mut counted = false;
+    let version = loop {
+        match served_version(&client, &kind).await {
+            Some(v) => break v,
+            None => {
+                if !std::mem::replace(&mut counted, true) {
+                    tracing::warn!(
+                        kind = kind.kind,
+                        group = kind.group,
+                        "not served by the API server ({}); the plugins that read it see none",
+                        kind.hint
+                    );
+                    watched.current();
+                    shared.wake.notify_all();
+                }
+                tokio::time::sleep(NOT_SERVED_RECHECK).await;
+            }
+        }
+    };
     let api: Api<DynamicObject> = Api::all_with(client, &resource(&kind, version));
     let mut relist: Option<HashSet<String>> = None;
     let event = |shared: &Shared, e: ObjectEvent<'_>| {
@@ -98,30 +117,28 @@ async fn watch(shared: Arc<Shared>, client: Client, kind: ApiKind, watched: Watc
             .object_event(&mut shared.cache.lock(), &kind, e, now);
         shared.wake.notify_all();
     };
-    reflector::run(api, watched, |ev| {
-        match ev {
-            Event::Init => relist = Some(HashSet::new()),
-            Event::InitApply(o) | Event::Apply(o) => {
-                let object = serde_json::to_value(&o).unwrap_or_default();
-                if let Some(seen) = relist.as_mut() {
-                    seen.insert(object_key(&kind, &object));
-                }
-                let applied = ObjectEvent::Applied {
-                    version,
-                    object: &object,
-                };
-                event(&shared, applied);
+    reflector::run(api, watched, |ev| match ev {
+        Event::Init => relist = Some(HashSet::new()),
+        Event::InitApply(o) | Event::Apply(o) => {
+            let object = serde_json::to_value(&o).unwrap_or_default();
+            if let Some(seen) = relist.as_mut() {
+                seen.insert(object_key(&kind, &object));
             }
-            Event::InitDone => {
-                if let Some(seen) = relist.take() {
-                    event(&shared, ObjectEvent::Relisted(&seen));
-                }
-                shared.wake.notify_all();
+            let applied = ObjectEvent::Applied {
+                version,
+                object: &object,
+            };
+            event(&shared, applied);
+        }
+        Event::InitDone => {
+            if let Some(seen) = relist.take() {
+                event(&shared, ObjectEvent::Relisted(&seen));
             }
-            Event::Delete(o) => {
-                let object = serde_json::to_value(&o).unwrap_or_default();
-                event(&shared, ObjectEvent::Deleted(&object_key(&kind, &object)));
-            }
+            shared.wake.notify_all();
+        }
+        Event::Delete(o) => {
+            let object = serde_json::to_value(&o).unwrap_or_default();
+            event(&shared, ObjectEvent::Deleted(&object_key(&kind, &object)));
         }
     })
     .await;
@@ -142,7 +159,9 @@ async fn write_statuses(shared: Arc<Shared>, client: Client, throttle: Throttle)
                 continue;
             }
             throttle.wait().await;
-            let version = served_version(&client, &w.kind).await;
+            let Some(version) = served_version(&client, &w.kind).await else {
+                continue;
+            };
             let resource = resource(&w.kind, version);
             let api: Api<DynamicObject> = if w.kind.namespaced {
                 Api::namespaced_with(client.clone(), &w.namespace, &resource)

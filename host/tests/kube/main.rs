@@ -14,6 +14,7 @@ mod audit;
 mod bench;
 mod deploy;
 mod differential;
+mod dra;
 mod env;
 mod faults;
 mod gangs;
