@@ -355,7 +355,11 @@ impl Watched {
     /// Counts a failed watch or list.
     pub fn error(&self) {
         let resource = self.resource();
-        self.sync.metrics.errors.with_label_values(&[&resource]).inc();
+        self.sync
+            .metrics
+            .errors
+            .with_label_values(&[&resource])
+            .inc();
     }
 }
 
@@ -394,12 +398,6 @@ mod tests {
         );
         nodes.current();
         assert!(s.current());
-        assert_eq!(
-            s.metrics
-                .relists
-                .with_label_values(&["nodes"])
-                .get(),
-            1
-        );
+        assert_eq!(s.metrics.relists.with_label_values(&["nodes"]).get(), 1);
     }
 }

@@ -19,33 +19,31 @@ use crate::manifest::namespace_labels;
 pub async fn watch_namespaces(shared: Arc<Shared>, client: Client, watched: Watched) {
     let api: Api<Namespace> = Api::all(client);
     let mut relist: Option<HashSet<String>> = None;
-    reflector::run(api, watched, |event| {
-        match event {
-            Event::Init => relist = Some(HashSet::new()),
-            Event::InitApply(n) | Event::Apply(n) => {
-                let (name, labels) = namespace_labels(&n);
-                if let Some(seen) = relist.as_mut() {
-                    seen.insert(name.clone());
-                }
-                let mut cache = shared.cache.lock();
-                if cache.snapshot.namespaces.labels(&name) != &labels {
-                    Arc::make_mut(&mut cache.snapshot.namespaces).set(&name, labels);
-                    changed(&shared, &mut cache);
-                }
+    reflector::run(api, watched, |event| match event {
+        Event::Init => relist = Some(HashSet::new()),
+        Event::InitApply(n) | Event::Apply(n) => {
+            let (name, labels) = namespace_labels(&n);
+            if let Some(seen) = relist.as_mut() {
+                seen.insert(name.clone());
             }
-            Event::InitDone => {
-                let mut cache = shared.cache.lock();
-                if let Some(seen) = relist.take() {
-                    Arc::make_mut(&mut cache.snapshot.namespaces).retain(|n| seen.contains(n));
-                }
+            let mut cache = shared.cache.lock();
+            if cache.snapshot.namespaces.labels(&name) != &labels {
+                Arc::make_mut(&mut cache.snapshot.namespaces).set(&name, labels);
                 changed(&shared, &mut cache);
             }
-            Event::Delete(n) => {
-                let name = n.metadata.name.unwrap_or_default();
-                let mut cache = shared.cache.lock();
-                Arc::make_mut(&mut cache.snapshot.namespaces).remove(&name);
-                changed(&shared, &mut cache);
+        }
+        Event::InitDone => {
+            let mut cache = shared.cache.lock();
+            if let Some(seen) = relist.take() {
+                Arc::make_mut(&mut cache.snapshot.namespaces).retain(|n| seen.contains(n));
             }
+            changed(&shared, &mut cache);
+        }
+        Event::Delete(n) => {
+            let name = n.metadata.name.unwrap_or_default();
+            let mut cache = shared.cache.lock();
+            Arc::make_mut(&mut cache.snapshot.namespaces).remove(&name);
+            changed(&shared, &mut cache);
         }
     })
     .await;

@@ -103,26 +103,24 @@ pub async fn watch_budgets(shared: Arc<Shared>, client: Client, watched: Watched
 pub async fn watch_priority_classes(shared: Arc<Shared>, client: Client, watched: Watched) {
     let api: Api<K8sPriorityClass> = Api::all(client);
     let mut relist: Option<Vec<PriorityClass>> = None;
-    reflector::run(api, watched, |event| {
-        match event {
-            Event::Init => relist = Some(Vec::new()),
-            Event::InitApply(c) | Event::Apply(c) => match PriorityClass::from_k8s(&c) {
-                Ok(c) => match relist.as_mut() {
-                    Some(list) => list.push(c),
-                    None => shared.priority_classes.write().set(c),
-                },
-                Err(e) => tracing::warn!(error = %e, "PriorityClass ignored"),
+    reflector::run(api, watched, |event| match event {
+        Event::Init => relist = Some(Vec::new()),
+        Event::InitApply(c) | Event::Apply(c) => match PriorityClass::from_k8s(&c) {
+            Ok(c) => match relist.as_mut() {
+                Some(list) => list.push(c),
+                None => shared.priority_classes.write().set(c),
             },
-            Event::InitDone => {
-                if let Some(list) = relist.take() {
-                    *shared.priority_classes.write() =
-                        crate::model::priority::PriorityClasses::new(list);
-                }
+            Err(e) => tracing::warn!(error = %e, "PriorityClass ignored"),
+        },
+        Event::InitDone => {
+            if let Some(list) = relist.take() {
+                *shared.priority_classes.write() =
+                    crate::model::priority::PriorityClasses::new(list);
             }
-            Event::Delete(c) => {
-                if let Some(name) = c.metadata.name.as_deref() {
-                    shared.priority_classes.write().remove(name);
-                }
+        }
+        Event::Delete(c) => {
+            if let Some(name) = c.metadata.name.as_deref() {
+                shared.priority_classes.write().remove(name);
             }
         }
     })

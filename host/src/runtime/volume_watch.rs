@@ -32,12 +32,20 @@ pub fn spawn(shared: &Arc<Shared>, client: &Client) -> Vec<JoinHandle<()>> {
     let s = || shared.clone();
     let w = |kind: VolumeKind| shared.cache_sync.register(resource(kind));
     vec![
-        tokio::spawn(watch::<K8sPv>(s(), Api::all(c()), VolumeKind::Pv, w(VolumeKind::Pv), |o| {
-            PersistentVolume::from_k8s(o).map(VolumeObject::Pv)
-        })),
-        tokio::spawn(watch::<K8sPvc>(s(), Api::all(c()), VolumeKind::Pvc, w(VolumeKind::Pvc), |o| {
-            PersistentVolumeClaim::from_k8s(o).map(VolumeObject::Pvc)
-        })),
+        tokio::spawn(watch::<K8sPv>(
+            s(),
+            Api::all(c()),
+            VolumeKind::Pv,
+            w(VolumeKind::Pv),
+            |o| PersistentVolume::from_k8s(o).map(VolumeObject::Pv),
+        )),
+        tokio::spawn(watch::<K8sPvc>(
+            s(),
+            Api::all(c()),
+            VolumeKind::Pvc,
+            w(VolumeKind::Pvc),
+            |o| PersistentVolumeClaim::from_k8s(o).map(VolumeObject::Pvc),
+        )),
         tokio::spawn(watch::<K8sClass>(
             s(),
             Api::all(c()),

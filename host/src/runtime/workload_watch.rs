@@ -121,29 +121,27 @@ where
 {
     let api: Api<K> = Api::all(client);
     let mut relist: Option<HashSet<(String, String)>> = None;
-    reflector::run(api, watched, |event| {
-        match event {
-            Event::Init => relist = Some(HashSet::new()),
-            Event::InitApply(o) | Event::Apply(o) => {
-                let (ns, name) = key_of(&o);
+    reflector::run(api, watched, |event| match event {
+        Event::Init => relist = Some(HashSet::new()),
+        Event::InitApply(o) | Event::Apply(o) => {
+            let (ns, name) = key_of(&o);
+            let mut cache = shared.cache.lock();
+            o.apply(Arc::make_mut(&mut cache.snapshot.workloads), &ns, &name);
+            if let Some(seen) = relist.as_mut() {
+                seen.insert((ns, name));
+            }
+        }
+        Event::InitDone => {
+            if let Some(seen) = relist.take() {
                 let mut cache = shared.cache.lock();
-                o.apply(Arc::make_mut(&mut cache.snapshot.workloads), &ns, &name);
-                if let Some(seen) = relist.as_mut() {
-                    seen.insert((ns, name));
-                }
+                K::retain(Arc::make_mut(&mut cache.snapshot.workloads), &seen);
             }
-            Event::InitDone => {
-                if let Some(seen) = relist.take() {
-                    let mut cache = shared.cache.lock();
-                    K::retain(Arc::make_mut(&mut cache.snapshot.workloads), &seen);
-                }
-                shared.wake.notify_all();
-            }
-            Event::Delete(o) => {
-                let (ns, name) = key_of(&o);
-                let mut cache = shared.cache.lock();
-                K::remove(Arc::make_mut(&mut cache.snapshot.workloads), &ns, &name);
-            }
+            shared.wake.notify_all();
+        }
+        Event::Delete(o) => {
+            let (ns, name) = key_of(&o);
+            let mut cache = shared.cache.lock();
+            K::remove(Arc::make_mut(&mut cache.snapshot.workloads), &ns, &name);
         }
     })
     .await;

@@ -23,7 +23,6 @@ use crate::env::*;
 /// A pod's binding as the audit saw it.
 #[derive(Debug, Clone)]
 pub struct Bound {
-    pub uid: String,
     pub name: String,
     pub node: String,
     /// When the audit's watch saw it (the test's clock).
@@ -59,9 +58,7 @@ impl BindingAudit {
                 futures::pin_mut!(stream);
                 while let Some(e) = stream.next().await {
                     match e {
-                        Ok(WatchEvent::Apply(p)) | Ok(WatchEvent::InitApply(p)) => {
-                            record(&log, &p)
-                        }
+                        Ok(WatchEvent::Apply(p)) | Ok(WatchEvent::InitApply(p)) => record(&log, &p),
                         Ok(WatchEvent::InitDone) => log.lock().synced = true,
                         _ => {}
                     }
@@ -69,9 +66,11 @@ impl BindingAudit {
             })
         };
         let audit = Self { log, task };
-        wait_until("the binding audit's list", Duration::from_secs(30), || async {
-            audit.log.lock().synced
-        })
+        wait_until(
+            "the binding audit's list",
+            Duration::from_secs(30),
+            || async { audit.log.lock().synced },
+        )
         .await;
         audit
     }
@@ -142,9 +141,8 @@ fn record(log: &Mutex<Log>, p: &Pod) {
         .and_then(|v| v.parse().ok())
         .unwrap_or(0);
     log.bound.insert(
-        uid.clone(),
+        uid,
         Bound {
-            uid,
             name: p.metadata.name.clone().unwrap_or_default(),
             node,
             at: Instant::now(),
@@ -187,7 +185,12 @@ pub fn milli(q: &str) -> i128 {
 /// its containers, as the test pods have no init containers or overhead).
 pub fn pod_requests(p: &Pod) -> BTreeMap<String, i128> {
     let mut out = BTreeMap::new();
-    for c in p.spec.as_ref().map(|s| s.containers.as_slice()).unwrap_or(&[]) {
+    for c in p
+        .spec
+        .as_ref()
+        .map(|s| s.containers.as_slice())
+        .unwrap_or(&[])
+    {
         let reqs = c.resources.as_ref().and_then(|r| r.requests.as_ref());
         for (k, v) in reqs.into_iter().flatten() {
             *out.entry(k.clone()).or_default() += milli(&v.0);

@@ -373,7 +373,11 @@ async fn a_leader_whose_lease_is_taken_steps_down_and_competes_again() {
     create_cpu_pod(&client, "after-loss", "1").await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(bound_count(&client).await, 0);
-    assert!(a.child.try_wait().unwrap().is_none(), "a exited:\n{}", a.logs());
+    assert!(
+        a.child.try_wait().unwrap().is_none(),
+        "a exited:\n{}",
+        a.logs()
+    );
     assert_eq!(
         lease_holder(&client, lease).await.as_deref(),
         Some("intruder"),

@@ -120,7 +120,13 @@ async fn relist_after_compaction_binds_no_pod_to_a_deleted_node() {
     for i in 0..3 {
         node(&client, &format!("keep-{i}"), "4", json!({})).await;
         let name = format!("doomed-{i}");
-        node(&client, &name, "4", json!({"pool": "doomed", "doomed": name})).await;
+        node(
+            &client,
+            &name,
+            "4",
+            json!({"pool": "doomed", "doomed": name}),
+        )
+        .await;
     }
     let sched = through(&proxy, tmp.path(), "relist", &["--leader-elect", "false"]);
     sched.wait_ready().await;
@@ -131,7 +137,13 @@ async fn relist_after_compaction_binds_no_pod_to_a_deleted_node() {
     for i in 0..3 {
         for j in 0..4 {
             let name = format!("old-{i}-{j}");
-            pod(&client, &name, "1", Some(("doomed", &format!("doomed-{i}")))).await;
+            pod(
+                &client,
+                &name,
+                "1",
+                Some(("doomed", &format!("doomed-{i}"))),
+            )
+            .await;
             old.push(name);
         }
     }
@@ -147,7 +159,13 @@ async fn relist_after_compaction_binds_no_pod_to_a_deleted_node() {
     for i in 0..3 {
         for j in 0..4 {
             let name = format!("new-{i}-{j}");
-            pod(&client, &name, "1", Some(("doomed", &format!("doomed-{i}")))).await;
+            pod(
+                &client,
+                &name,
+                "1",
+                Some(("doomed", &format!("doomed-{i}"))),
+            )
+            .await;
             stranded.push(name);
         }
     }
@@ -204,6 +222,10 @@ async fn relist_after_compaction_binds_no_pod_to_a_deleted_node() {
     .await;
     let held = proxy.requests().1;
     assert!(held > 0, "the proxy held no Node request back");
+    assert!(
+        !proxy.seen("/api/v1/nodes").is_empty(),
+        "the scheduler never asked for Nodes through the proxy"
+    );
     let why = unready.expect("/readyz stayed 200 while the Node watch was held back");
     assert!(why.contains("nodes"), "/readyz: {why}");
     assert!(
@@ -396,7 +418,10 @@ async fn outage_longer_than_the_renew_deadline_with_two_replicas() {
     assert!(alive(&mut a), "a exited:\n{}", a.logs());
     assert!(alive(&mut b), "b exited:\n{}", b.logs());
     assert!(
-        audit.bindings().iter().all(|bd| !bd.name.starts_with("during")),
+        audit
+            .bindings()
+            .iter()
+            .all(|bd| !bd.name.starts_with("during")),
         "a pod was bound during the outage"
     );
 
@@ -428,8 +453,14 @@ async fn outage_longer_than_the_renew_deadline_with_two_replicas() {
     assert!(alive(&mut a) && alive(&mut b), "a replica exited");
     let holder = lease_holder(&client, lease).await.unwrap();
     let (leader, standby) = if holder == "a" { (&a, &b) } else { (&b, &a) };
-    assert_eq!(leader.metric("leader_election_master_status", &[]).await, 1.0);
-    assert_eq!(standby.metric("leader_election_master_status", &[]).await, 0.0);
+    assert_eq!(
+        leader.metric("leader_election_master_status", &[]).await,
+        1.0
+    );
+    assert_eq!(
+        standby.metric("leader_election_master_status", &[]).await,
+        0.0
+    );
     assert!(a.logs().contains("stepped down"), "{}", a.logs());
     invariants(&client, &audit).await;
     assert_eq!(audit.bound_count(), 50);
@@ -473,7 +504,12 @@ async fn start_with_the_api_server_unreachable() {
     wait_all_bound(&audit, &["waiting".to_string()], Duration::from_secs(30)).await;
     eprintln!(
         "start-up: ready and bound {:.1} s after the API server answered",
-        audit.of("waiting").unwrap().at.duration_since(back).as_secs_f64()
+        audit
+            .of("waiting")
+            .unwrap()
+            .at
+            .duration_since(back)
+            .as_secs_f64()
     );
     assert!(alive(&mut sched));
     assert!(
@@ -532,7 +568,10 @@ async fn latency_and_resets_in_the_middle_of_the_watches() {
         .await;
     // (Some bindings lost their answer to a reset: the watch showed them
     // bound, and the retry found them so.)
-    assert!(all > 0.0 && fast == 0.0, "{fast} of {all} bindings faster than the latency");
+    assert!(
+        all > 0.0 && fast == 0.0,
+        "{fast} of {all} bindings faster than the latency"
+    );
     assert!(sched.get("/readyz").await.is_some_and(|(s, _)| s == 200));
     invariants(&client, &audit).await;
 }
@@ -550,7 +589,12 @@ async fn bandwidth_limit() {
         node(&client, &format!("bw-{i}"), "4", json!({})).await;
     }
     let proxy = FaultProxy::start(&env().servers, &apiserver_url()).await;
-    let sched = through(&proxy, tmp.path(), "bandwidth", &["--leader-elect", "false"]);
+    let sched = through(
+        &proxy,
+        tmp.path(),
+        "bandwidth",
+        &["--leader-elect", "false"],
+    );
     sched.wait_ready().await;
     let audit = BindingAudit::start(&client, NS).await;
     proxy.set_bandwidth(Some(8 * 1024));
@@ -573,7 +617,10 @@ async fn bandwidth_limit() {
             &bind,
         )
         .await;
-    assert!(all >= 30.0 && quick == 0.0, "{quick} of {all} bindings under 102 ms");
+    assert!(
+        all >= 30.0 && quick == 0.0,
+        "{quick} of {all} bindings under 102 ms"
+    );
     invariants(&client, &audit).await;
 }
 
@@ -630,13 +677,22 @@ async fn priority_and_fairness_throttling() {
     let retried = sched
         .metric("rest_client_request_retries_total", &[("code", "429")])
         .await;
-    assert!(throttled > 0.0, "the API server throttled nothing: the test proves nothing");
+    assert!(
+        throttled > 0.0,
+        "the API server throttled nothing: the test proves nothing"
+    );
     assert!(retried > 0.0, "429s were not retried");
-    wait_until("the APIThrottled event", Duration::from_secs(30), || async {
-        !lease_events(&client, "APIThrottled").await.is_empty()
-    })
+    wait_until(
+        "the APIThrottled event",
+        Duration::from_secs(30),
+        || async { !lease_events(&client, "APIThrottled").await.is_empty() },
+    )
     .await;
-    assert!(sched.logs().contains("the API server throttled"), "{}", sched.logs());
+    assert!(
+        sched.logs().contains("the API server throttled"),
+        "{}",
+        sched.logs()
+    );
     eprintln!("APF: {throttled} answers 429, {retried} retries");
     invariants(&client, &audit).await;
 }
@@ -725,15 +781,26 @@ async fn etcd_stopped_for_15_seconds() {
     let failed = sched
         .metric("rest_client_requests_total", &[("code", "<error>")])
         .await
-        + sched.metric("rest_client_requests_total", &[("code", "500")]).await
-        + sched.metric("rest_client_requests_total", &[("code", "504")]).await;
-    assert!(failed > 0.0, "no failed request counted while etcd was down");
-    wait_until("the LeaderElection event", Duration::from_secs(30), || async {
-        lease_events(&client, "LeaderElection")
+        + sched
+            .metric("rest_client_requests_total", &[("code", "500")])
             .await
-            .iter()
-            .any(|m| m.starts_with("etcd stopped leading"))
-    })
+        + sched
+            .metric("rest_client_requests_total", &[("code", "504")])
+            .await;
+    assert!(
+        failed > 0.0,
+        "no failed request counted while etcd was down"
+    );
+    wait_until(
+        "the LeaderElection event",
+        Duration::from_secs(30),
+        || async {
+            lease_events(&client, "LeaderElection")
+                .await
+                .iter()
+                .any(|m| m.starts_with("etcd stopped leading"))
+        },
+    )
     .await;
     assert!(alive(&mut sched));
     invariants(&client, &audit).await;
@@ -771,7 +838,11 @@ async fn api_server_frozen_for_20_seconds() {
     tokio::time::sleep(Duration::from_secs(15)).await;
     signal_server("apiserver", "CONT");
     assert!(alive(&mut sched), "exited:\n{}", sched.logs());
-    assert!(stepped, "still leading 5 s into the freeze:\n{}", sched.logs());
+    assert!(
+        stepped,
+        "still leading 5 s into the freeze:\n{}",
+        sched.logs()
+    );
     let (after, t) = stream(&client, "post", 15, "500m", 20.0);
     t.await.unwrap();
     let mut all = before.clone();
@@ -807,7 +878,7 @@ async fn leader_frozen_with_bindings_in_flight() {
         lease_holder(&client, lease).await.as_deref() == Some("a")
     })
     .await;
-    let mut b = Scheduler::start(tmp.path(), "b", &env().kubeconfig, &["--config", &cfg]);
+    let b = Scheduler::start(tmp.path(), "b", &env().kubeconfig, &["--config", &cfg]);
     b.wait_ready().await;
     let audit = BindingAudit::start(&client, NS).await;
     let (pods, t) = stream(&client, "fz", 60, "500m", 100.0);
@@ -826,14 +897,18 @@ async fn leader_frozen_with_bindings_in_flight() {
     let status = a.metric("leader_election_master_status", &[]).await;
     assert_eq!(status, 0.0, "a says it leads right after waking");
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let late: Vec<_> = bound_by(&a).into_iter().filter(|(t, _)| *t > woke).collect();
+    let late: Vec<_> = bound_by(&a)
+        .into_iter()
+        .filter(|(t, _)| *t > woke)
+        .collect();
     assert!(late.is_empty(), "a bound after waking: {late:?}");
     assert!(alive(&mut a), "a exited:\n{}", a.logs());
     assert_eq!(a.metric("leader_election_master_status", &[]).await, 0.0);
     assert_eq!(b.metric("leader_election_master_status", &[]).await, 1.0);
     assert_eq!(lease_holder(&client, lease).await.as_deref(), Some("b"));
     assert_eq!(
-        b.metric("wasmsched_bindings_total", &[("result", "conflict")]).await,
+        b.metric("wasmsched_bindings_total", &[("result", "conflict")])
+            .await,
         0.0
     );
     invariants(&client, &audit).await;
@@ -860,7 +935,12 @@ async fn partition_between_the_leader_and_the_api_server() {
         FaultProxy::start(&env().servers, &apiserver_url()).await,
         FaultProxy::start(&env().servers, &apiserver_url()).await,
     );
-    let mut a = through(&pa, tmp.path(), "a", &["--config", &cfg, "--bind-delay", "200ms"]);
+    let mut a = through(
+        &pa,
+        tmp.path(),
+        "a",
+        &["--config", &cfg, "--bind-delay", "200ms"],
+    );
     wait_until("a to lead", Duration::from_secs(60), || async {
         lease_holder(&client, lease).await.as_deref() == Some("a")
     })
@@ -889,17 +969,27 @@ async fn partition_between_the_leader_and_the_api_server() {
         bound_by(&b).into_iter().map(|(_, p)| p).collect();
     let by_a: std::collections::HashSet<String> =
         bound_by(&a).into_iter().map(|(_, p)| p).collect();
-    assert!(!by_a.is_empty() && !by_b.is_empty(), "a: {by_a:?}, b: {by_b:?}");
+    assert!(
+        !by_a.is_empty() && !by_b.is_empty(),
+        "a: {by_a:?}, b: {by_b:?}"
+    );
     let order = audit.bindings();
     let first_b = order.iter().position(|bd| by_b.contains(&bd.name)).unwrap();
-    let last_other = order.iter().rposition(|bd| !by_b.contains(&bd.name)).unwrap();
+    let last_other = order
+        .iter()
+        .rposition(|bd| !by_b.contains(&bd.name))
+        .unwrap();
     assert!(
         last_other < first_b,
         "a binding not by b ({}) after b's first ({})",
         order[last_other].name,
         order[first_b].name
     );
-    assert!(by_a.is_disjoint(&by_b), "a pod bound by both: {:?}", by_a.intersection(&by_b));
+    assert!(
+        by_a.is_disjoint(&by_b),
+        "a pod bound by both: {:?}",
+        by_a.intersection(&by_b)
+    );
     eprintln!(
         "partition: a bound {} pods, b {}, {} by a unconfirmed to it",
         by_a.len(),

@@ -167,11 +167,6 @@ impl FaultProxy {
         self.update(|f| f.holds.push((pattern.to_string(), Instant::now() + d)));
     }
 
-    /// Ends every hold now.
-    pub fn release(&self) {
-        self.update(|f| f.holds.clear());
-    }
-
     /// Every fault off (open connections stay, unless a black hole ends).
     pub fn heal(&self) {
         let blackhole = self.state.faults.lock().blackhole;
@@ -186,13 +181,6 @@ impl FaultProxy {
         for c in self.state.conns.lock().drain(..) {
             c.cancel();
         }
-    }
-
-    /// Open connections.
-    pub fn connections(&self) -> usize {
-        let mut conns = self.state.conns.lock();
-        conns.retain(|c| !c.is_cancelled());
-        conns.len()
     }
 
     /// Requests seen and how many were held.

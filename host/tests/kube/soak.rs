@@ -37,9 +37,10 @@ const NODES: usize = 12;
 const LIVE_PODS: usize = 32;
 /// Pods created per second.
 const RATE: f64 = 5.0;
-/// A fault every this often, lasting [`FAULT_LENGTH`] (the black hole:
-/// longer than the renew deadline of 3 s).
-const FAULT_EVERY: Duration = Duration::from_secs(10);
+/// A fault this long after the last one ended, lasting [`FAULT_LENGTH`]
+/// (the black hole: longer than the renew deadline of 3 s): every kind
+/// once a minute.
+const FAULT_EVERY: Duration = Duration::from_secs(6);
 const FAULT_LENGTH: Duration = Duration::from_secs(4);
 /// A node replaced every this often.
 const NODE_EVERY: Duration = Duration::from_secs(15);
@@ -74,6 +75,15 @@ impl Fault {
             Fault::Bandwidth => "bandwidth 16KB/s",
             Fault::Refuse => "refused",
             Fault::Compaction => "compaction + API server restart",
+        }
+    }
+
+    /// How long it lasts: a reset and a compaction (with its restart,
+    /// awaited) are over once done, so recovery counts from then.
+    fn length(self) -> Duration {
+        match self {
+            Fault::Reset | Fault::Compaction => Duration::ZERO,
+            _ => FAULT_LENGTH,
         }
     }
 
@@ -302,7 +312,7 @@ async fn churn_soak_with_periodic_faults() {
                 let f = FAULTS[fault_no % FAULTS.len()];
                 fault_no += 1;
                 f.start(&proxy).await;
-                fault_ends = Some((f, Instant::now() + FAULT_LENGTH));
+                fault_ends = Some((f, Instant::now() + f.length()));
             }
             _ => {}
         }
@@ -382,7 +392,7 @@ async fn churn_soak_with_periodic_faults() {
             .join(", ")
     );
     assert!(
-        probes.len() >= FAULTS.len().min((length.as_secs() / 15) as usize),
+        probes.len() >= FAULTS.len().min((length.as_secs() / 12) as usize),
         "only {} faults injected",
         probes.len()
     );
@@ -390,7 +400,10 @@ async fn churn_soak_with_periodic_faults() {
         peak < PEAK_RSS_LIMIT,
         "peak RSS {peak} bytes over {PEAK_RSS_LIMIT}"
     );
-    if probes.iter().any(|(f, _, _)| matches!(f, Fault::Compaction)) {
+    if probes
+        .iter()
+        .any(|(f, _, _)| matches!(f, Fault::Compaction))
+    {
         assert!(relists >= 1.0, "no relist after the compaction");
     }
 }

@@ -212,10 +212,9 @@ pub struct Observed<S> {
 /// A watch (`watch=true` or `watch=1` in the query) runs as long as the
 /// server keeps it: it gets no timeout.
 fn is_watch<B>(req: &Request<B>) -> bool {
-    req.uri().query().is_some_and(|q| {
-        q.split('&')
-            .any(|kv| kv == "watch=true" || kv == "watch=1")
-    })
+    req.uri()
+        .query()
+        .is_some_and(|q| q.split('&').any(|kv| kv == "watch=true" || kv == "watch=1"))
 }
 
 /// client-go's verb: the method, or WATCH / LIST for reads of a
