@@ -639,7 +639,7 @@ async fn priority_and_fairness_throttling() {
     crate::deploy::apply(&[deploy.join("serviceaccount.yaml"), deploy.join("rbac.yaml")]);
     let flow = tmp.path().join("flow.yaml");
     std::fs::write(&flow, APF_OBJECTS).unwrap();
-    crate::deploy::apply(&[flow.clone()]);
+    crate::deploy::apply(std::slice::from_ref(&flow));
     for i in 0..5 {
         node(&client, &format!("apf-{i}"), "4", json!({})).await;
     }

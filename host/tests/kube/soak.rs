@@ -122,11 +122,14 @@ fn soak_length() -> Duration {
     Duration::from_secs(secs)
 }
 
-async fn add_node(client: &Client, name: &str, gpus: bool) {
+/// Node number `serial`: in zone a, b or c by turns, every other one
+/// with GPUs.
+async fn add_node(client: &Client, serial: usize) -> String {
+    let name = format!("soak-{serial:04}");
+    let zone = ["a", "b", "c"][serial % 3];
     let mut alloc = json!({"cpu": "4", "memory": "32Gi", "pods": "110"});
-    let mut labels = json!({"kubernetes.io/hostname": name, "topology.kubernetes.io/zone":
-        if name.len() % 2 == 0 { "a" } else { "b" }});
-    if gpus {
+    let mut labels = json!({"kubernetes.io/hostname": name, "topology.kubernetes.io/zone": zone});
+    if serial.is_multiple_of(2) {
         alloc["nvidia.com/gpu"] = json!("4");
         labels["nvidia.com/gpu.product"] = json!("NVIDIA-A100-SXM4-80GB");
     }
@@ -139,6 +142,7 @@ async fn add_node(client: &Client, name: &str, gpus: bool) {
         .create(&PostParams::default(), &n)
         .await
         .unwrap();
+    name
 }
 
 async fn add_pod(client: &Client, name: &str, gpu: bool) {
@@ -232,9 +236,7 @@ async fn churn_soak_with_periodic_faults() {
     let mut node_serial = 0;
     let mut nodes: VecDeque<String> = VecDeque::new();
     for _ in 0..NODES {
-        let name = format!("soak-{node_serial:04}");
-        add_node(&client, &name, node_serial % 2 == 0).await;
-        nodes.push_back(name);
+        nodes.push_back(add_node(&client, node_serial).await);
         node_serial += 1;
     }
     let proxy = FaultProxy::start(&env().servers, &apiserver_url()).await;
@@ -292,9 +294,7 @@ async fn churn_soak_with_periodic_faults() {
                 deleted += 1;
             }
             node_api.delete(&gone, &now()).await.unwrap();
-            let name = format!("soak-{node_serial:04}");
-            add_node(&client, &name, node_serial % 2 == 0).await;
-            nodes.push_back(name);
+            nodes.push_back(add_node(&client, node_serial).await);
             node_serial += 1;
             replaced += 1;
         }
