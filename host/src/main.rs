@@ -267,11 +267,19 @@ enum PluginCommand {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let mut filter = tracing_subscriber::EnvFilter::try_new(&cli.log)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    if !cli.log.contains("kube_client") {
+        // kube's client logs every failed request at ERROR (dozens a
+        // second while the API server is away); the runtime logs each
+        // failure once and counts them all (rest_client_requests_total).
+        // `--log ...,kube_client=debug` brings them back.
+        if let Ok(d) = "kube_client::client::builder=off".parse() {
+            filter = filter.add_directive(d);
+        }
+    }
     tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_new(&cli.log)
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
+        .with_env_filter(filter)
         .fmt_fields(escaped_fields())
         .with_writer(std::io::stderr)
         // Colours only for a person at a terminal, not in files and pipes.
@@ -522,10 +530,6 @@ fn run_scheduler(a: RunArgs) -> Result<ExitCode> {
     )?;
     Ok(match ending {
         runtime::Ending::Signal => ExitCode::SUCCESS,
-        runtime::Ending::LeaseLost => {
-            eprintln!("error: leadership lost; stopped scheduling");
-            ExitCode::FAILURE
-        }
     })
 }
 

@@ -3,8 +3,13 @@
 //!
 //! The pod is already assumed in the cache. Right before the call the
 //! binder checks that this process still leads and that the pod is still
-//! assumed on a node that still exists; any failure forgets the
-//! assumption, so no reservation leaks. A double binding cannot happen:
+//! assumed on a node that still exists — on a current cache: while a
+//! watch is lost or relisting it waits ([`super::cache_sync`]), since a
+//! half-relisted cache may still hold a node deleted meanwhile. Any
+//! failure forgets the assumption, so no reservation leaks. A call in
+//! flight when leadership ends is abandoned; one the API server throttles
+//! (429) or finds unavailable (503, 504) is retried in place after its
+//! Retry-After, leadership checked again first. A double binding cannot happen:
 //! the Binding carries the pod's uid (a pod re-created under the same
 //! name is not bound by mistake) and the API server refuses to bind a pod
 //! that already has a node.
@@ -21,7 +26,7 @@ use kube::api::{Api, PostParams};
 use kube::Client;
 use tokio::sync::{mpsc, Semaphore};
 
-use super::client::Throttle;
+use super::client::{ApiHealth, Backoff, Throttle};
 use super::events::{PodRef, Report};
 use super::node_lock::{self, NodeGates};
 use super::Shared;
@@ -132,7 +137,7 @@ impl Binder {
             {
                 return Some(BindResult::Abandoned);
             }
-            if let Some(r) = self.still_valid(req) {
+            if let Some(r) = self.ready(req).await {
                 return Some(r);
             }
             let held = {
@@ -278,7 +283,7 @@ impl Binder {
 
     /// HAMiNodeLock's [`LockNode`] step.
     async fn lock_node(&self, req: &Binding, annotation: &str, expiry: Duration) -> BindResult {
-        if let Some(r) = self.still_valid(req) {
+        if let Some(r) = self.ready(req).await {
             return r;
         }
         self.throttle.wait().await;
@@ -294,6 +299,28 @@ impl Binder {
                 tracing::warn!(pod = %pod.key(), node = %req.node(), error = %e, "taking the node lock failed; will retry");
                 BindResult::Error
             }
+        }
+    }
+
+    /// Waits while the cache is not current (a watch lost or relisting),
+    /// then checks [`Self::still_valid`]: the node-still-exists check must
+    /// not run on a half-relisted cache.
+    async fn ready(&self, req: &Binding) -> Option<BindResult> {
+        loop {
+            if self
+                .shared
+                .stopping
+                .load(std::sync::atomic::Ordering::Acquire)
+            {
+                return Some(BindResult::Abandoned);
+            }
+            if !self.shared.leadership.leading() {
+                return Some(BindResult::Abandoned);
+            }
+            if self.shared.synced() {
+                return self.still_valid(req);
+            }
+            tokio::time::sleep(SYNC_POLL).await;
         }
     }
 
@@ -323,7 +350,7 @@ impl Binder {
         labels: &[(String, String)],
         annotations: &[(String, String)],
     ) -> BindResult {
-        if let Some(r) = self.still_valid(req) {
+        if let Some(r) = self.ready(req).await {
             return r;
         }
         self.throttle.wait().await;
@@ -354,16 +381,39 @@ impl Binder {
         }
     }
 
-    /// `pods/binding`.
+    /// `pods/binding`, retried in place while the API server throttles it
+    /// (429) or is unavailable (503, 504), at most [`BIND_ATTEMPTS`] times.
     async fn bind_call(&self, req: &Binding) -> BindResult {
+        let mut retry = Backoff::new(Duration::from_millis(200), Duration::from_secs(5));
+        let mut attempt = 1;
+        loop {
+            match self.bind_once(req).await {
+                Err(code) if attempt < BIND_ATTEMPTS => {
+                    ApiHealth::global().retried(code, "POST");
+                    let wait = retry.next_delay();
+                    tracing::info!(pod = %req.pod().key(), node = %req.node(), code, retry_in_ms = wait.as_millis() as u64, "binding refused for now; retrying");
+                    tokio::time::sleep(wait).await;
+                    attempt += 1;
+                }
+                Err(code) => {
+                    tracing::warn!(pod = %req.pod().key(), node = %req.node(), code, attempts = attempt, "binding refused; the pod is retried after backoff");
+                    return BindResult::Error;
+                }
+                Ok(r) => return r,
+            }
+        }
+    }
+
+    /// One binding call; `Err(code)` when the server asks to try again
+    /// later (429, 503, 504).
+    async fn bind_once(&self, req: &Binding) -> Result<BindResult, u16> {
         let pod = req.pod();
-        let check = || self.still_valid(req);
-        if let Some(r) = check() {
-            return r;
+        if let Some(r) = self.ready(req).await {
+            return Ok(r);
         }
         self.throttle.wait().await;
-        if let Some(r) = check() {
-            return r;
+        if let Some(r) = self.ready(req).await {
+            return Ok(r);
         }
         let binding = K8sBinding {
             metadata: ObjectMeta {
@@ -381,14 +431,18 @@ impl Binder {
         };
         let api: Api<K8sPod> = Api::namespaced(self.client.clone(), &pod.namespace);
         let started = Instant::now();
-        let r = api
-            .create_subresource::<_, serde_json::Value>(
-                "binding",
-                &pod.name,
-                &PostParams::default(),
-                &binding,
-            )
-            .await;
+        let params = PostParams::default();
+        let call =
+            api.create_subresource::<_, serde_json::Value>("binding", &pod.name, &params, &binding);
+        // A call still in flight when leadership ends is abandoned: this
+        // replica must not bind once another may.
+        let r = tokio::select! {
+            r = call => r,
+            () = leadership_ends(&self.shared) => {
+                tracing::warn!(pod = %pod.key(), node = %req.node(), "leadership ended during the binding call; abandoned (the watch shows whether it was bound)");
+                return Ok(BindResult::Abandoned);
+            }
+        };
         self.shared
             .metrics
             .extension_point_duration
@@ -398,8 +452,11 @@ impl Binder {
                 &req.profile,
             ])
             .observe(started.elapsed().as_secs_f64());
-        match r {
-            Ok(_) => BindResult::Bound,
+        Ok(match r {
+            Ok(_) => {
+                tracing::debug!(pod = %pod.key(), node = %req.node(), "bound");
+                BindResult::Bound
+            }
             Err(kube::Error::Api(e)) if e.code == 404 => {
                 tracing::info!(pod = %pod.key(), "pod deleted before binding");
                 BindResult::Gone
@@ -408,11 +465,25 @@ impl Binder {
                 tracing::info!(pod = %pod.key(), message = %e.message, "binding conflict");
                 BindResult::Conflict
             }
+            Err(kube::Error::Api(e)) if matches!(e.code, 429 | 503 | 504) => return Err(e.code),
             Err(e) => {
                 tracing::warn!(pod = %pod.key(), node = %req.node(), error = %e, "binding failed; will retry");
                 BindResult::Error
             }
-        }
+        })
+    }
+}
+
+/// How often a binding waiting for a current cache looks again.
+const SYNC_POLL: Duration = Duration::from_millis(50);
+
+/// Tries of one binding the API server refuses for now (429, 503, 504).
+const BIND_ATTEMPTS: u32 = 5;
+
+/// Resolves once this replica no longer leads (or is stopping).
+async fn leadership_ends(shared: &Shared) {
+    while shared.leadership.leading() {
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 

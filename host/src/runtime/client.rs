@@ -1,4 +1,14 @@
 //! The API client and its write rate limit.
+//!
+//! Every request goes through [`health::Observe`]: client-go's request
+//! metrics (`rest_client_requests_total`, ...), a timeout on requests that
+//! are not watches, and the server's `Retry-After` (API Priority and
+//! Fairness answers 429 with it), which every write then honours
+//! ([`Throttle::wait`]).
+
+pub mod health;
+
+pub use health::ApiHealth;
 
 use std::num::NonZeroU32;
 use std::path::Path;
@@ -39,8 +49,17 @@ pub async fn secure_client(
     build(config)
 }
 
-fn build(config: Config) -> anyhow::Result<Client> {
-    Client::try_from(config).map_err(|e| anyhow::anyhow!("building the API client: {e}"))
+fn build(mut config: Config) -> anyhow::Result<Client> {
+    // kube's own retry layer retries 429/503/504 out of sight (up to 15
+    // times, minutes in all), without asking whether this replica still
+    // leads: the callers retry instead, with their checks ([`ApiHealth`]
+    // keeps the server's Retry-After for them).
+    config.default_retry = false;
+    let builder = kube::client::ClientBuilder::try_from(config)
+        .map_err(|e| anyhow::anyhow!("building the API client: {e}"))?;
+    Ok(builder
+        .with_layer(&health::Observe::new(ApiHealth::global()))
+        .build())
 }
 
 /// The client configuration [`client`] uses.
@@ -78,8 +97,46 @@ impl Throttle {
         Self(Arc::new(RateLimiter::direct(quota)))
     }
 
-    /// Waits for a write slot.
+    /// Waits for a write slot, and for the end of a `Retry-After` the API
+    /// server asked for (plus a little jitter, so writes that waited
+    /// together do not arrive together).
     pub async fn wait(&self) {
+        ApiHealth::global().wait_retry_after().await;
         self.0.until_ready().await;
     }
+}
+
+/// Exponential backoff with jitter: each delay is drawn from the upper
+/// half of `initial * 2^n`, capped at `max`.
+#[derive(Debug, Clone)]
+pub struct Backoff {
+    initial: std::time::Duration,
+    max: std::time::Duration,
+    next: std::time::Duration,
+}
+
+impl Backoff {
+    pub fn new(initial: std::time::Duration, max: std::time::Duration) -> Self {
+        Self {
+            initial,
+            max,
+            next: initial,
+        }
+    }
+
+    /// The next delay (at least what the server's Retry-After asks).
+    pub fn next_delay(&mut self) -> std::time::Duration {
+        let d = self.next;
+        self.next = (self.next * 2).min(self.max);
+        jitter_down(d).max(ApiHealth::global().retry_after_left())
+    }
+
+    pub fn reset(&mut self) {
+        self.next = self.initial;
+    }
+}
+
+/// A delay drawn uniformly from `[d/2, d]`.
+pub fn jitter_down(d: std::time::Duration) -> std::time::Duration {
+    d.mul_f64(0.5 + rand::random::<f64>() * 0.5)
 }

@@ -73,6 +73,25 @@ pub enum Report {
         message: String,
         profile: String,
     },
+    /// About the scheduler itself (its leadership, its cache, the API
+    /// server's answers): an Event on the leader-election Lease, the
+    /// object that stands for the scheduler, as client-go's
+    /// `LeaderElection` events are. Warnings of one reason are written at
+    /// most once per [`SERIES_INTERVAL`].
+    Scheduler {
+        warning: bool,
+        reason: &'static str,
+        message: String,
+    },
+}
+
+/// The object scheduler-level events are about.
+#[derive(Debug, Clone)]
+pub struct Subject {
+    pub api_version: &'static str,
+    pub kind: &'static str,
+    pub namespace: String,
+    pub name: String,
 }
 
 /// The Event of a failure series.
@@ -95,6 +114,10 @@ pub struct Recorder {
     series: HashMap<String, Series>,
     /// The Unschedulable condition message last written, by pod uid.
     condition: HashMap<String, String>,
+    /// What scheduler-level events are about, and when a warning of each
+    /// reason was last written.
+    subject: Option<Subject>,
+    warned: HashMap<&'static str, Instant>,
 }
 
 impl Recorder {
@@ -111,7 +134,16 @@ impl Recorder {
             metrics,
             series: HashMap::new(),
             condition: HashMap::new(),
+            subject: None,
+            warned: HashMap::new(),
         }
+    }
+
+    /// Scheduler-level events are about `subject` (without one they are
+    /// only logged).
+    pub fn about(mut self, subject: Subject) -> Self {
+        self.subject = Some(subject);
+        self
     }
 
     /// Handles reports until the channel closes, flushing folded repeats
@@ -163,6 +195,74 @@ impl Recorder {
                 self.create_event(&pod, "Normal", "Waiting", &message, &profile)
                     .await;
             }
+            Report::Scheduler {
+                warning,
+                reason,
+                message,
+            } => {
+                if warning {
+                    let recent = self
+                        .warned
+                        .get(reason)
+                        .is_some_and(|t| t.elapsed() < SERIES_INTERVAL);
+                    if recent {
+                        self.metrics
+                            .events
+                            .with_label_values(&[reason, "suppressed"])
+                            .inc();
+                        return;
+                    }
+                    self.warned.insert(reason, Instant::now());
+                }
+                self.scheduler_event(warning, reason, &message).await;
+            }
+        }
+    }
+
+    /// An Event about the scheduler (its Lease).
+    async fn scheduler_event(&self, warning: bool, reason: &str, message: &str) {
+        let Some(subject) = &self.subject else {
+            return;
+        };
+        let now = k8s_openapi::jiff::Timestamp::now();
+        let event = Event {
+            metadata: ObjectMeta {
+                name: Some(format!("{}.{:x}", subject.name, now.as_nanosecond())),
+                namespace: Some(subject.namespace.clone()),
+                ..Default::default()
+            },
+            involved_object: ObjectReference {
+                api_version: Some(subject.api_version.into()),
+                kind: Some(subject.kind.into()),
+                name: Some(subject.name.clone()),
+                namespace: Some(subject.namespace.clone()),
+                ..Default::default()
+            },
+            reason: Some(reason.into()),
+            message: Some(truncate(message, 1024)),
+            type_: Some(if warning { "Warning" } else { "Normal" }.into()),
+            count: Some(1),
+            first_timestamp: Some(Time(now)),
+            last_timestamp: Some(Time(now)),
+            event_time: Some(MicroTime(now)),
+            action: Some(reason.into()),
+            reporting_component: Some("wasmsched".into()),
+            reporting_instance: Some(self.identity.clone()),
+            source: Some(EventSource {
+                component: Some("wasmsched".into()),
+                host: None,
+            }),
+            ..Default::default()
+        };
+        let api: Api<Event> = Api::namespaced(self.client.clone(), &subject.namespace);
+        self.throttle.wait().await;
+        match api.create(&PostParams::default(), &event).await {
+            Ok(_) => self
+                .metrics
+                .events
+                .with_label_values(&[reason, "created"])
+                .inc(),
+            Err(e) => tracing::warn!(%reason, error = %e, "writing an event failed"),
         }
     }
 

@@ -1,34 +1,32 @@
-//! Watches on Nodes and Pods that keep the cache current. kube-rs's
-//! watcher relists after a lost watch (an API server restart, an expired
-//! resourceVersion); a relist is applied as a whole so objects deleted
-//! while the watch was down are dropped too.
+//! Watches on Nodes and Pods that keep the cache current. After a lost
+//! watch the reflector watches again from where it was, or relists when
+//! that version is gone (410: an API server restart, a compacted etcd);
+//! a relist is applied as a whole so objects deleted while the watch was
+//! down are dropped too. Until then the cache is not current
+//! ([`super::cache_sync`]): nothing is scheduled or bound on it.
 
 use std::collections::HashSet;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node as K8sNode, Pod as K8sPod};
-use kube::runtime::watcher::{self, Event};
-use kube::runtime::WatchStreamExt;
 use kube::{Api, Client};
 use tokio::sync::mpsc;
 
+use super::cache_sync::Watched;
 use super::events::{PodRef, Report};
+use super::reflector::{self, Change as Event};
 use super::Shared;
 use crate::model::{Node, Pod};
 
 /// Keeps the cache's nodes current until the task is aborted.
-pub async fn watch_nodes(shared: Arc<Shared>, client: Client) {
+pub async fn watch_nodes(shared: Arc<Shared>, client: Client, watched: Watched) {
     let api: Api<K8sNode> = Api::all(client);
-    let stream = watcher::watcher(api, watcher::Config::default()).default_backoff();
-    futures::pin_mut!(stream);
     let mut relist: Option<HashSet<String>> = None;
-    while let Some(event) = stream.next().await {
+    reflector::run(api, watched, |event| {
         let now = shared.now_ms();
         match event {
-            Ok(Event::Init) => relist = Some(HashSet::new()),
-            Ok(Event::InitApply(n)) | Ok(Event::Apply(n)) => {
+            Event::Init => relist = Some(HashSet::new()),
+            Event::InitApply(n) | Event::Apply(n) => {
                 if let (Some(seen), Some(name)) = (relist.as_mut(), n.metadata.name.clone()) {
                     seen.insert(name);
                 }
@@ -41,26 +39,25 @@ pub async fn watch_nodes(shared: Arc<Shared>, client: Client) {
                     Err(e) => tracing::warn!(error = %e, "node ignored"),
                 }
             }
-            Ok(Event::InitDone) => {
+            Event::InitDone => {
                 if let Some(seen) = relist.take() {
                     let gone = shared.cache.lock().retain_nodes(&seen, now);
                     if gone > 0 {
                         tracing::info!(gone, "nodes deleted while the watch was down");
                     }
                 }
-                shared.nodes_synced.store(true, Ordering::Release);
                 shared.wake.notify_all();
             }
-            Ok(Event::Delete(n)) => {
+            Event::Delete(n) => {
                 if let Some(name) = n.metadata.name.as_deref() {
                     if shared.cache.lock().node_deleted(name, now) {
                         shared.wake.notify_all();
                     }
                 }
             }
-            Err(e) => tracing::warn!(error = %e, "node watch failed; retrying"),
         }
-    }
+    })
+    .await;
 }
 
 /// Keeps the cache's pods current (bound pods for node usage, pending pods
@@ -69,18 +66,17 @@ pub async fn watch_pods(
     shared: Arc<Shared>,
     client: Client,
     reports: mpsc::UnboundedSender<Report>,
+    watched: Watched,
 ) {
     let api: Api<K8sPod> = Api::all(client);
-    let stream = watcher::watcher(api, watcher::Config::default()).default_backoff();
-    futures::pin_mut!(stream);
     let mut relist: Option<HashSet<String>> = None;
     // Pods whose spec could not be read, reported once each.
     let mut invalid: HashSet<String> = HashSet::new();
-    while let Some(event) = stream.next().await {
+    reflector::run(api, watched, |event| {
         let now = shared.now_ms();
         match event {
-            Ok(Event::Init) => relist = Some(HashSet::new()),
-            Ok(Event::InitApply(p)) | Ok(Event::Apply(p)) => {
+            Event::Init => relist = Some(HashSet::new()),
+            Event::InitApply(p) | Event::Apply(p) => {
                 if let (Some(seen), Some(uid)) = (relist.as_mut(), p.metadata.uid.clone()) {
                     seen.insert(uid);
                 }
@@ -138,7 +134,7 @@ pub async fn watch_pods(
                     }
                 }
             }
-            Ok(Event::InitDone) => {
+            Event::InitDone => {
                 if let Some(seen) = relist.take() {
                     let gone = shared
                         .scheduler
@@ -147,10 +143,9 @@ pub async fn watch_pods(
                         tracing::info!(gone, "pods deleted while the watch was down");
                     }
                 }
-                shared.pods_synced.store(true, Ordering::Release);
                 shared.wake.notify_all();
             }
-            Ok(Event::Delete(p)) => {
+            Event::Delete(p) => {
                 if let Some(uid) = p.metadata.uid.clone() {
                     invalid.remove(&uid);
                     if shared
@@ -162,7 +157,7 @@ pub async fn watch_pods(
                     let _ = reports.send(Report::Deleted { uid });
                 }
             }
-            Err(e) => tracing::warn!(error = %e, "pod watch failed; retrying"),
         }
-    }
+    })
+    .await;
 }

@@ -4,7 +4,10 @@
 //! from when it last saw the record change), and the leader stops
 //! scheduling when it could not renew for `renewDeadline`. Because
 //! `renewDeadline < leaseDuration`, a leader that loses its lease has
-//! stopped before anyone else may start.
+//! stopped before anyone else may start. A leader that stepped down does
+//! not exit: it stays a candidate under the same identity (client-go's
+//! callers exit and restart with a new one, and then wait a whole
+//! `leaseDuration` for their own old lease).
 //!
 //! Writes use the Lease's resourceVersion, so two candidates racing for
 //! an expired lease cannot both win: the API server rejects the second
@@ -18,8 +21,10 @@ use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::api::{Api, PostParams};
 use kube::Client;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 
+use super::client::Backoff;
+use super::events::Report;
 use crate::config::LeaderElection;
 
 /// Whether this process may schedule right now. Shared with the
@@ -70,16 +75,14 @@ struct Observed {
     lease_seconds: Option<i32>,
 }
 
-/// Why leading ended.
-#[derive(Debug, thiserror::Error)]
-pub enum LeaderError {
-    #[error("lost the lease {namespace}/{name}: could not renew it within {deadline:?} (last error: {last_error})")]
-    Lost {
-        namespace: String,
-        name: String,
-        deadline: Duration,
-        last_error: String,
-    },
+/// Why a leader stepped down.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Renewal {
+    /// SIGTERM: release the lease and stop.
+    Shutdown,
+    /// Another replica holds the lease, or it could not be renewed within
+    /// `renewDeadline`.
+    Lost(String),
 }
 
 /// Competes for the lease.
@@ -89,6 +92,7 @@ pub struct Elector {
     identity: String,
     leadership: Arc<Leadership>,
     observed: Option<(Observed, Instant)>,
+    reports: Option<mpsc::UnboundedSender<Report>>,
 }
 
 impl Elector {
@@ -104,81 +108,157 @@ impl Elector {
             identity,
             leadership,
             observed: None,
+            reports: None,
         }
     }
 
-    /// Acquires the lease (waiting as long as another holder keeps it),
-    /// then renews it every `retryPeriod`. Returns `Ok` when `shutdown`
-    /// fires (after releasing the lease), and an error when the lease is
-    /// lost. `leading` reports transitions.
-    pub async fn run(
-        mut self,
-        leading: watch::Sender<bool>,
-        mut shutdown: watch::Receiver<bool>,
-    ) -> Result<(), LeaderError> {
-        // Acquire.
+    /// Where the `LeaderElection` events go.
+    pub fn report_to(mut self, reports: mpsc::UnboundedSender<Report>) -> Self {
+        self.reports = Some(reports);
+        self
+    }
+
+    fn lease(&self) -> String {
+        format!("{}/{}", self.cfg.namespace, self.cfg.name)
+    }
+
+    fn event(&self, message: String) {
+        if let Some(r) = &self.reports {
+            let _ = r.send(Report::Scheduler {
+                warning: false,
+                reason: "LeaderElection",
+                message,
+            });
+        }
+    }
+
+    /// How long one attempt on the lease may take: a retry period (at
+    /// least a second), never more than the renew deadline. A request
+    /// lost in a black-holed connection must not hold up the next try.
+    fn attempt_timeout(&self) -> Duration {
+        self.cfg
+            .retry_period
+            .max(Duration::from_secs(1))
+            .min(self.cfg.renew_deadline)
+    }
+
+    /// Competes for the lease until `shutdown` fires (then releases it if
+    /// held). A leader that cannot renew within `renewDeadline`, or finds
+    /// the lease taken, steps down — stops scheduling and binding, before
+    /// another replica may take the lease, since `renewDeadline <
+    /// leaseDuration` — and competes again under the same identity, so it
+    /// takes the lease back at once if no one else did. `leading` reports
+    /// transitions.
+    pub async fn run(mut self, leading: watch::Sender<bool>, mut shutdown: watch::Receiver<bool>) {
+        loop {
+            if !self.acquire(&mut shutdown).await {
+                return;
+            }
+            tracing::info!(identity = %self.identity, lease = %self.lease(), "became leader");
+            self.event(format!("{} became leader", self.identity));
+            let _ = leading.send(true);
+            let renewal = self.renew(&mut shutdown).await;
+            self.leadership.resign();
+            let _ = leading.send(false);
+            match renewal {
+                Renewal::Shutdown => {
+                    self.release().await;
+                    return;
+                }
+                Renewal::Lost(why) => {
+                    tracing::warn!(
+                        identity = %self.identity,
+                        lease = %self.lease(),
+                        reason = %why,
+                        "stepped down: stopped scheduling and binding; competing for the lease again"
+                    );
+                    self.event(format!("{} stopped leading: {why}", self.identity));
+                }
+            }
+        }
+    }
+
+    /// Tries every `retryPeriod` (with jitter, from the start of one try
+    /// to the next) until the lease is ours; after a failed try (no
+    /// answer, an error) sooner, backing off from a quarter of the period
+    /// up to it, so a replica takes the lease back within a second or two
+    /// of the API server's return. False on shutdown.
+    async fn acquire(&mut self, shutdown: &mut watch::Receiver<bool>) -> bool {
+        let mut logged = String::new();
+        let quick = (self.cfg.retry_period / 4).max(Duration::from_millis(100));
+        let mut failing = Backoff::new(quick, self.cfg.retry_period);
         loop {
             if *shutdown.borrow() {
-                return Ok(());
+                return false;
             }
             let attempt = Instant::now();
-            match self.try_acquire_or_renew().await {
-                Ok(true) => {
+            let timeout = self.attempt_timeout();
+            let failure = match tokio::time::timeout(timeout, self.try_acquire_or_renew()).await {
+                Ok(Ok(true)) => {
                     self.leadership.renewed(attempt, self.cfg.renew_deadline);
-                    break;
+                    return true;
                 }
-                Ok(false) => {}
-                Err(e) => tracing::warn!(error = %e, "leader election: acquiring the lease failed"),
-            }
+                Ok(Ok(false)) => None,
+                Ok(Err(e)) => Some(e.to_string()),
+                Err(_) => Some(format!("no answer within {timeout:?}")),
+            };
+            let next = match failure {
+                None => {
+                    logged.clear();
+                    failing.reset();
+                    attempt + jitter(self.cfg.retry_period)
+                }
+                Some(line) => {
+                    if line != logged {
+                        tracing::warn!(error = %line, "leader election: acquiring the lease failed; retrying");
+                        logged = line;
+                    }
+                    Instant::now() + failing.next_delay()
+                }
+            };
             tokio::select! {
-                _ = tokio::time::sleep(jitter(self.cfg.retry_period)) => {}
+                _ = tokio::time::sleep_until(next.into()) => {}
                 _ = shutdown.changed() => {}
             }
         }
-        tracing::info!(identity = %self.identity, lease = %format!("{}/{}", self.cfg.namespace, self.cfg.name), "became leader");
-        let _ = leading.send(true);
-        // Renew.
+    }
+
+    /// Renews every `retryPeriod` while leading; returns why it ended.
+    async fn renew(&mut self, shutdown: &mut watch::Receiver<bool>) -> Renewal {
         let mut last_ok = Instant::now();
-        let mut last_error = String::new();
-        let mut taken = false;
+        let mut last_error = String::from("no renewal tried");
         loop {
             tokio::select! {
                 _ = tokio::time::sleep(self.cfg.retry_period) => {}
                 _ = shutdown.changed() => {}
             }
             if *shutdown.borrow() {
-                self.leadership.resign();
-                let _ = leading.send(false);
-                self.release().await;
-                return Ok(());
+                return Renewal::Shutdown;
+            }
+            let left = self.cfg.renew_deadline.saturating_sub(last_ok.elapsed());
+            if left.is_zero() || !self.leadership.leading() {
+                // Frozen, or every renewal failed: the deadline passed.
+                return Renewal::Lost(format!(
+                    "could not renew the lease within {:?} (last error: {last_error})",
+                    self.cfg.renew_deadline
+                ));
             }
             let attempt = Instant::now();
-            let result = tokio::time::timeout(
-                self.cfg.renew_deadline.saturating_sub(last_ok.elapsed()),
-                self.try_acquire_or_renew(),
-            )
-            .await;
-            match result {
+            let timeout = left.min(self.attempt_timeout());
+            match tokio::time::timeout(timeout, self.try_acquire_or_renew()).await {
                 Ok(Ok(true)) => {
                     self.leadership.renewed(attempt, self.cfg.renew_deadline);
                     last_ok = attempt;
                 }
-                Ok(Ok(false)) => {
-                    taken = true;
-                    last_error = "another replica holds the lease".into();
-                }
+                Ok(Ok(false)) => return Renewal::Lost("another replica holds the lease".into()),
                 Ok(Err(e)) => last_error = e.to_string(),
-                Err(_) => last_error = "renewal timed out".into(),
+                Err(_) => last_error = format!("no answer within {timeout:?}"),
             }
-            if taken || last_ok.elapsed() >= self.cfg.renew_deadline {
-                self.leadership.resign();
-                let _ = leading.send(false);
-                return Err(LeaderError::Lost {
-                    namespace: self.cfg.namespace.clone(),
-                    name: self.cfg.name.clone(),
-                    deadline: self.cfg.renew_deadline,
-                    last_error,
-                });
+            if last_ok.elapsed() >= self.cfg.renew_deadline {
+                return Renewal::Lost(format!(
+                    "could not renew the lease within {:?} (last error: {last_error})",
+                    self.cfg.renew_deadline
+                ));
             }
         }
     }

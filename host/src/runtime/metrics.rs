@@ -37,8 +37,6 @@ pub struct SchedulerMetrics {
     pub bindings: IntCounterVec,
     /// `wasmsched_events_total{reason,action}`: events written or folded.
     pub events: IntCounterVec,
-    /// `leader_election_master_status{name}` (client-go's name).
-    pub leader: IntGaugeVec,
     /// `wasmsched_cache_assumed_pods`: pods placed whose binding the watch
     /// has not confirmed.
     pub assumed_pods: IntGauge,
@@ -117,14 +115,6 @@ impl SchedulerMetrics {
                 "Scheduling events by reason and action: created, updated (a repeat folded into the series' count), suppressed (a repeat inside the rate limit).",
                 &["reason", "action"],
             ),
-            leader: IntGaugeVec::new(
-                Opts::new(
-                    "leader_election_master_status",
-                    "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master.",
-                ),
-                &["name"],
-            )
-            .expect("valid metric"),
             assumed_pods: IntGauge::new(
                 "wasmsched_cache_assumed_pods",
                 "Pods placed in the cache whose binding the watch has not confirmed yet.",
@@ -154,7 +144,6 @@ impl SchedulerMetrics {
             Box::new(m.incoming_pods.clone()),
             Box::new(m.bindings.clone()),
             Box::new(m.events.clone()),
-            Box::new(m.leader.clone()),
             Box::new(m.assumed_pods.clone()),
             Box::new(m.preemption_attempts.clone()),
             Box::new(m.preemption_victims.clone()),
@@ -205,6 +194,56 @@ impl TimingSink for SchedulerMetrics {
             self.preemption_attempts.inc();
         }
     }
+}
+
+/// `leader_election_master_status{name}` (client-go's name), read from
+/// the leadership when scraped: 1 only while this replica holds the lease
+/// by its own clock (a leader frozen past its renew deadline says 0 the
+/// moment it wakes, before its elector has run).
+struct LeaderStatus {
+    leadership: Arc<super::leader::Leadership>,
+    name: String,
+    desc: Desc,
+}
+
+const LEADER_HELP: &str = "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master.";
+
+impl Collector for LeaderStatus {
+    fn desc(&self) -> Vec<&Desc> {
+        vec![&self.desc]
+    }
+
+    fn collect(&self) -> Vec<MetricFamily> {
+        let g = IntGaugeVec::new(
+            Opts::new("leader_election_master_status", LEADER_HELP),
+            &["name"],
+        )
+        .expect("valid gauge");
+        g.with_label_values(&[&self.name])
+            .set(i64::from(self.leadership.leading()));
+        g.collect()
+    }
+}
+
+/// Registers `leader_election_master_status{name}` for the lease `name`
+/// (`namespace/name`).
+pub fn register_leader_status(
+    registry: &Registry,
+    leadership: Arc<super::leader::Leadership>,
+    name: &str,
+) {
+    let desc = Desc::new(
+        "leader_election_master_status".into(),
+        LEADER_HELP.into(),
+        vec!["name".into()],
+        Default::default(),
+    )
+    .expect("valid desc");
+    let _ = registry.register(Box::new(LeaderStatus {
+        leadership,
+        name: name.to_string(),
+        desc,
+    }));
 }
 
 /// `wasmsched_plugin_errors_total{profile,plugin,cause}` and

@@ -11,6 +11,11 @@
 //! - [`events`]: `Scheduled` / `FailedScheduling` events and the pod
 //!   condition, without flooding;
 //! - [`leader`]: leader election on a Lease;
+//! - [`reflector`], [`cache_sync`]: the watches' list-and-watch loop, and
+//!   whether the cache is current (scheduling and binding wait while a
+//!   watch is lost or relisting);
+//! - [`client`]: the API client (request metrics, timeouts, the server's
+//!   Retry-After) and the write rate limit;
 //! - [`server`]: `/metrics`, `/healthz`, `/readyz`;
 //! - [`metrics`]: kube-scheduler's metric names plus wasm ones.
 //!
@@ -18,7 +23,7 @@
 //! over); only the leader schedules and binds.
 
 pub mod binder;
-
+pub mod cache_sync;
 pub mod client;
 pub mod events;
 pub mod gpu_metrics;
@@ -30,6 +35,7 @@ pub mod node_lock;
 pub mod object_watch;
 pub mod policy_watch;
 pub mod preemption;
+pub mod reflector;
 pub mod scheduling;
 pub mod served;
 pub mod server;
@@ -57,22 +63,14 @@ pub struct Shared {
     pub metrics: Arc<metrics::SchedulerMetrics>,
     pub leadership: Arc<Leadership>,
     pub stopping: AtomicBool,
-    pub nodes_synced: AtomicBool,
-    pub pods_synced: AtomicBool,
-    /// The kinds plugins read (PodGroups, ...) listed once.
-    pub objects_synced: object_watch::Synced,
-    /// PodDisruptionBudgets listed once (kube-scheduler also waits for
-    /// every informer before its first cycle: a pod tried earlier would
-    /// get a different PostFilter verdict).
-    pub budgets_synced: AtomicBool,
-    /// Namespaces listed once.
-    pub namespaces_synced: AtomicBool,
-    /// Services and the controllers' kinds listed once.
-    pub workloads_synced: workload_watch::Synced,
+    /// Whether every watch (Nodes, Pods, the volume kinds, Namespaces,
+    /// workloads, budgets, PriorityClasses, the kinds plugins read) is
+    /// listed and connected. kube-scheduler also waits for every informer
+    /// before its first cycle; here the cache must stay current after
+    /// that too.
+    pub cache_sync: Arc<cache_sync::CacheSync>,
     /// PriorityClasses, for pods that arrive without `spec.priority`.
     pub priority_classes: parking_lot::RwLock<crate::model::priority::PriorityClasses>,
-    /// The volume watches listed once.
-    pub volumes_synced: volume_watch::Synced,
     start: Instant,
     /// When the scheduling loop last turned (ms since start).
     loop_seen_ms: AtomicU64,
@@ -93,14 +91,11 @@ impl Shared {
             metrics,
             leadership,
             stopping: AtomicBool::new(false),
-            nodes_synced: AtomicBool::new(false),
-            pods_synced: AtomicBool::new(false),
-            objects_synced: Default::default(),
-            budgets_synced: AtomicBool::new(false),
-            namespaces_synced: AtomicBool::new(false),
-            workloads_synced: Default::default(),
+            cache_sync: cache_sync::CacheSync::new(
+                cache_sync::SyncMetrics::new()
+                    .register(crate::metrics::Metrics::global().registry()),
+            ),
             priority_classes: Default::default(),
-            volumes_synced: Default::default(),
             start: Instant::now(),
             loop_seen_ms: AtomicU64::new(0),
         })
@@ -115,28 +110,31 @@ impl Shared {
         self.scheduler.profile(scheduler_name).is_some()
     }
 
+    /// Every watch listed and connected: the cache may be scheduled on.
     pub fn synced(&self) -> bool {
-        self.nodes_synced.load(Ordering::Acquire)
-            && self.pods_synced.load(Ordering::Acquire)
-            && self.objects_synced.all()
-            && self.budgets_synced.load(Ordering::Acquire)
-            && self.namespaces_synced.load(Ordering::Acquire)
-            && self.workloads_synced.all()
-            && self.volumes_synced.all()
+        self.cache_sync.current()
     }
 
     fn heartbeat(&self) {
         self.loop_seen_ms.store(self.now_ms(), Ordering::Release);
     }
 
-    /// `/readyz`: caches synced; on the leader, the loop turning (a cycle
-    /// longer than 30 s means it is stuck).
+    /// `/readyz`: the API server reached and the cache current (every
+    /// watch listed and connected); on the leader, the loop turning (a
+    /// cycle longer than 30 s means it is stuck).
     pub fn readiness(&self) -> Result<(), String> {
         if self.stopping.load(Ordering::Acquire) {
             return Err("shutting down".into());
         }
         if !self.synced() {
-            return Err("caches not synced".into());
+            let api = client::ApiHealth::global();
+            if !api.reached() {
+                return Err(format!(
+                    "API server not reached yet: {}",
+                    api.last_error().unwrap_or_else(|| "no answer yet".into())
+                ));
+            }
+            return Err(format!("cache not current: {}", self.cache_sync.describe()));
         }
         if self.leadership.leading() {
             let idle = self
@@ -169,15 +167,12 @@ pub struct Options {
     pub leader_elect: Option<bool>,
 }
 
-/// Exit status of a run that ended without a configuration or start-up
-/// error.
+/// How a run that had no configuration or start-up error ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ending {
-    /// SIGTERM or SIGINT: stopped cleanly.
+    /// SIGTERM or SIGINT: stopped cleanly. (A lost lease does not end a
+    /// run: the replica steps down and competes again.)
     Signal,
-    /// The lease was lost: stopped scheduling; the process should exit
-    /// non-zero so it is restarted as a candidate.
-    LeaseLost,
 }
 
 fn default_identity() -> String {
@@ -240,6 +235,15 @@ pub async fn run(
         .leader_elect
         .unwrap_or(settings.leader_election.enabled);
     let leadership = Leadership::new(!leader_elect);
+    let lease_name = format!(
+        "{}/{}",
+        settings.leader_election.namespace, settings.leader_election.name
+    );
+    metrics::register_leader_status(
+        crate::metrics::Metrics::global().registry(),
+        leadership.clone(),
+        &lease_name,
+    );
     let shared = Shared::new(scheduler.clone(), metrics.clone(), leadership.clone());
     gpu_metrics::register(crate::metrics::Metrics::global().registry(), &shared);
     let identity = opts.identity.clone().unwrap_or_else(default_identity);
@@ -251,7 +255,11 @@ pub async fn run(
     }
 
     let http = tokio::spawn(server::serve(http, shared.clone(), shutdown_rx.clone()));
+    // The API server may be away at start: every piece retries on its
+    // own; its version is logged once it answers.
+    let version = tokio::spawn(log_server_version(client.clone()));
     let (report_tx, report_rx) = mpsc::unbounded_channel();
+    shared.cache_sync.report_to(report_tx.clone());
     // Events have their own budget, as kube-scheduler's event client has
     // its own rate limiter: a burst of failures never delays bindings.
     let recorder = events::Recorder::new(
@@ -259,8 +267,15 @@ pub async fn run(
         client::Throttle::new(settings.qps, settings.burst),
         identity.clone(),
         metrics.clone(),
-    );
+    )
+    .about(events::Subject {
+        api_version: "coordination.k8s.io/v1",
+        kind: "Lease",
+        namespace: settings.leader_election.namespace.clone(),
+        name: settings.leader_election.name.clone(),
+    });
     let recorder = tokio::spawn(recorder.run(report_rx));
+    let api_watch = tokio::spawn(report_api_pressure(report_tx.clone()));
     let mut watches = Watches::start(&shared, &client, &throttle, &report_tx);
     let (preempt_tx, [budgets, classes, evictor]) =
         preemption::spawn(&shared, &client, &throttle, &identity);
@@ -284,39 +299,26 @@ pub async fn run(
             .name("scheduling-loop".into())
             .spawn(move || scheduling::run(shared, bind_tx, reports, preempt_tx))?
     };
-    drop(report_tx);
-
     let (leading_tx, leading_rx) = watch::channel(!leader_elect);
-    let mut elector = leader_elect.then(|| {
+    let elector = leader_elect.then(|| {
         let e = leader::Elector::new(
             client.clone(),
             settings.leader_election.clone(),
             identity.clone(),
             leadership.clone(),
-        );
+        )
+        .report_to(report_tx.clone());
         tokio::spawn(e.run(leading_tx, shutdown_rx.clone()))
     });
-    let lease_name = format!(
-        "{}/{}",
-        settings.leader_election.namespace, settings.leader_election.name
-    );
-    tracing::info!(%identity, listen = %opts.listen, leader_elect, "wasmsched running");
-    let leader_metric = metrics.leader.with_label_values(&[&lease_name]);
-    leader_metric.set(i64::from(!leader_elect));
+    drop(report_tx);
+    tracing::info!(%identity, listen = %opts.listen, leader_elect, lease = %lease_name, "wasmsched running");
 
     // The deletion-cost controller runs while this replica leads.
     let mut controller = LeaderController::new(client.clone(), deletion_cost);
     if !leader_elect {
         controller.start();
     }
-    let ending = wait_for_end(
-        &shared,
-        leading_rx,
-        &mut elector,
-        &leader_metric,
-        &mut controller,
-    )
-    .await;
+    let ending = wait_for_end(&shared, leading_rx, &mut controller).await;
 
     // Graceful stop: no new cycles, the bindings in flight finish, then
     // the lease is released so a standby takes over at once.
@@ -328,13 +330,16 @@ pub async fn run(
     let _ = binder.await;
     let _ = evictor.await;
     watches.stop().await;
-    let _ = recorder.await;
-    stopped.await;
+    version.abort();
+    api_watch.abort();
+    let _ = api_watch.await;
+    shared.cache_sync.stop_reporting();
     let _ = shutdown_tx.send(true);
     if let Some(e) = elector {
         let _ = e.await;
     }
-    leader_metric.set(0);
+    stopped.await;
+    let _ = recorder.await;
     let _ = http.await;
     Ok(ending)
 }
@@ -408,20 +413,24 @@ impl Watches {
         throttle: &client::Throttle,
         reports: &mpsc::UnboundedSender<events::Report>,
     ) -> Self {
+        let sync = &shared.cache_sync;
         let mut tasks = object_watch::start(shared, client, throttle.clone());
         tasks.push(tokio::spawn(informer::watch_nodes(
             shared.clone(),
             client.clone(),
+            sync.register("nodes"),
         )));
         tasks.push(tokio::spawn(informer::watch_pods(
             shared.clone(),
             client.clone(),
             reports.clone(),
+            sync.register("pods"),
         )));
         tasks.extend(volume_watch::spawn(shared, client));
         tasks.push(tokio::spawn(namespace_watch::watch_namespaces(
             shared.clone(),
             client.clone(),
+            sync.register("namespaces"),
         )));
         tasks.extend(workload_watch::spawn(shared, client));
         Self { tasks }
@@ -437,8 +446,9 @@ impl Watches {
     }
 }
 
-/// The deletion-cost controller, started when this replica first leads
-/// (at most once), stopped with the scheduler.
+/// The deletion-cost controller, running while this replica leads:
+/// started when it becomes leader, stopped when it steps down (and with
+/// the scheduler).
 struct LeaderController {
     client: kube::Client,
     cfg: Option<crate::deletion_cost::DeletionCostConfig>,
@@ -457,9 +467,13 @@ impl LeaderController {
     }
 
     fn start(&mut self) {
-        let Some(cfg) = self.cfg.take() else {
+        if self.task.as_ref().is_some_and(|t| !t.is_finished()) {
+            return;
+        }
+        let Some(cfg) = self.cfg.clone() else {
             return;
         };
+        let _ = self.stop_tx.send(false);
         let client = self.client.clone();
         let mut stop = self.stop_tx.subscribe();
         let registry = crate::metrics::Metrics::global().registry();
@@ -469,6 +483,20 @@ impl LeaderController {
             })
             .await
         }));
+    }
+
+    /// Stops a running controller (leadership ended); it can start again.
+    fn pause(&mut self) {
+        let _ = self.stop_tx.send(true);
+        if let Some(t) = self.task.take() {
+            tokio::spawn(async move {
+                match t.await {
+                    Ok(Err(e)) => tracing::error!(error = %e, "deletion-cost controller failed"),
+                    Err(e) => tracing::error!(error = %e, "deletion-cost controller task failed"),
+                    Ok(Ok(())) => {}
+                }
+            });
+        }
     }
 
     /// Tells the controller to stop; the future waits for it.
@@ -486,13 +514,11 @@ impl LeaderController {
     }
 }
 
-/// Waits for a signal or the loss of the lease; follows leadership
-/// meanwhile (the leader gauge, the loop woken, the controller started).
+/// Waits for a signal; follows leadership meanwhile (the loop woken, the
+/// controller started and stopped).
 async fn wait_for_end(
     shared: &Shared,
     mut leading_rx: watch::Receiver<bool>,
-    elector: &mut Option<tokio::task::JoinHandle<Result<(), leader::LeaderError>>>,
-    leader_metric: &prometheus::IntGauge,
     controller: &mut LeaderController,
 ) -> Ending {
     // One signal listener for the whole wait (a listener made afresh on
@@ -510,35 +536,88 @@ async fn wait_for_end(
                     continue;
                 }
                 let now_leading = *leading_rx.borrow();
-                leader_metric.set(i64::from(now_leading));
                 shared.wake.notify_all();
                 if now_leading {
                     controller.start();
+                } else {
+                    controller.pause();
                 }
-            }
-            r = async { elector.as_mut().expect("guarded").await }, if elector.is_some() => {
-                *elector = None;
-                return match r {
-                    Ok(Err(e)) => {
-                        tracing::error!(error = %e, "stopping: leadership lost");
-                        Ending::LeaseLost
-                    }
-                    Ok(Ok(())) => Ending::Signal,
-                    Err(e) => {
-                        tracing::error!(error = %e, "leader election task failed");
-                        Ending::LeaseLost
-                    }
-                };
             }
         }
     }
 }
 
-/// The API client (checked against the server) and the prepared HTTPS
-/// port, whose reviews go through the same client unless
-/// `--authentication-kubeconfig` / `--authorization-kubeconfig` say
-/// otherwise. Every kubeconfig must name an `https://` server unless
-/// `--allow-http-apiserver`.
+/// Logs the API server's version once it answers (retried with backoff
+/// while it does not: an API server away at start is waited for, not a
+/// reason to exit).
+async fn log_server_version(client: kube::Client) {
+    let mut retry = client::Backoff::new(Duration::from_secs(1), Duration::from_secs(30));
+    let mut logged = String::new();
+    loop {
+        match client.apiserver_version().await {
+            Ok(v) => {
+                served::log(&v);
+                return;
+            }
+            Err(e) => {
+                let line = e.to_string();
+                if line != logged {
+                    tracing::warn!(error = %line, "API server not reachable; retrying");
+                    logged = line;
+                }
+                tokio::time::sleep(retry.next_delay()).await;
+            }
+        }
+    }
+}
+
+/// Every 5 s: when the API server throttled requests (429) or said it was
+/// unavailable (503, 504) since the last look, a log line and an Event
+/// (`APIThrottled`, `APIUnavailable`; the recorder writes one per reason
+/// per 30 s at most). The writes themselves wait as asked
+/// ([`client::Throttle::wait`]).
+async fn report_api_pressure(reports: mpsc::UnboundedSender<events::Report>) {
+    let api = client::ApiHealth::global();
+    let (mut throttled, mut unavailable) = (api.throttled(), api.unavailable());
+    let mut tick = tokio::time::interval(Duration::from_secs(5));
+    loop {
+        tick.tick().await;
+        let (t, u) = (api.throttled(), api.unavailable());
+        if t > throttled {
+            let message = format!(
+                "the API server throttled {} request(s) in the last 5 s (429 Too Many Requests, Retry-After {} s); writes wait as asked, scheduling goes on from the cache",
+                t - throttled,
+                api.last_retry_after()
+            );
+            tracing::warn!("{message}");
+            let _ = reports.send(events::Report::Scheduler {
+                warning: true,
+                reason: "APIThrottled",
+                message,
+            });
+        }
+        if u > unavailable {
+            let message = format!(
+                "the API server answered {} request(s) with 503/504 in the last 5 s; they are retried with backoff",
+                u - unavailable
+            );
+            tracing::warn!("{message}");
+            let _ = reports.send(events::Report::Scheduler {
+                warning: true,
+                reason: "APIUnavailable",
+                message,
+            });
+        }
+        (throttled, unavailable) = (t, u);
+    }
+}
+
+/// The API client and the prepared HTTPS port, whose reviews go through
+/// the same client unless `--authentication-kubeconfig` /
+/// `--authorization-kubeconfig` say otherwise. Every kubeconfig must name
+/// an `https://` server unless `--allow-http-apiserver`. The API server is
+/// not asked anything here: one that is away at start is waited for by
+/// every piece, with backoff, not a reason to exit (a crash loop).
 async fn connect(
     opts: &Options,
     settings: &RuntimeSettings,
@@ -554,12 +633,6 @@ async fn connect(
     let allow_http = opts.allow_http_apiserver;
     let kubeconfig = opts.kubeconfig.clone().or(settings.kubeconfig.clone());
     let client = client::secure_client(kubeconfig.as_deref(), "kubeconfig", allow_http).await?;
-    // Fail fast on a wrong address or credentials, with the cause.
-    let version = client
-        .apiserver_version()
-        .await
-        .map_err(|e| anyhow::anyhow!("API server: {e}"))?;
-    served::log(&version);
     let review_client = |path: &Option<std::path::PathBuf>, flag: &'static str| {
         let client = client.clone();
         let path = path.clone();

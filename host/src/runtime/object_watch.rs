@@ -6,33 +6,22 @@
 //! enabled plugin reads.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
-use kube::runtime::watcher::{self, Event};
-use kube::runtime::WatchStreamExt;
 use kube::Client;
 use tokio::task::JoinHandle;
 
-use super::client::Throttle;
+use super::cache_sync::Watched;
+use super::client::{Backoff, Throttle};
+use super::reflector::{self, Change as Event};
 use super::Shared;
 use crate::framework::objects::{object_key, ApiKind, ObjectEvent};
 
 /// How often the statuses plugins ask for are written.
 const STATUS_INTERVAL: Duration = Duration::from_millis(500);
-
-/// Kinds not yet listed once (the first cycle waits for them all).
-#[derive(Default)]
-pub struct Synced(AtomicUsize);
-
-impl Synced {
-    pub fn all(&self) -> bool {
-        self.0.load(Ordering::Acquire) == 0
-    }
-}
 
 /// Starts a watch per kind the profiles' plugins read, and the status
 /// writer.
@@ -41,13 +30,12 @@ pub fn start(shared: &Arc<Shared>, client: &Client, throttle: Throttle) -> Vec<J
     if kinds.is_empty() {
         return Vec::new();
     }
-    shared
-        .objects_synced
-        .0
-        .store(kinds.len(), Ordering::Release);
     let mut tasks: Vec<JoinHandle<()>> = kinds
         .into_iter()
-        .map(|kind| tokio::spawn(watch(shared.clone(), client.clone(), kind)))
+        .map(|kind| {
+            let watched = shared.cache_sync.register_with_hint(kind.plural, kind.hint);
+            tokio::spawn(watch(shared.clone(), client.clone(), kind, watched))
+        })
         .collect();
     tasks.push(tokio::spawn(write_statuses(
         shared.clone(),
@@ -62,21 +50,27 @@ const NOT_SERVED_RECHECK: Duration = Duration::from_secs(30);
 
 /// The version of `kind` to watch: the first the plugin reads that the
 /// API server serves. `None`: it serves none of them (the group is
-/// missing: no CRD, an API not enabled). When discovery itself fails, the
-/// first version (the watch's errors then say why).
+/// missing: no CRD, an API not enabled). While the server cannot be
+/// asked, it is asked again (with backoff).
 async fn served_version(client: &Client, kind: &ApiKind) -> Option<&'static str> {
-    let first = kind.versions[0];
-    match kube::discovery::group(client, kind.group).await {
-        Ok(group) => {
-            let served: Vec<String> = group.versions().map(str::to_string).collect();
-            kind.versions
-                .iter()
-                .copied()
-                .find(|v| served.iter().any(|s| s == v))
+    let mut retry = Backoff::new(Duration::from_millis(250), Duration::from_secs(5));
+    loop {
+        match kube::discovery::group(client, kind.group).await {
+            Ok(group) => {
+                let served: Vec<String> = group.versions().map(str::to_string).collect();
+                return kind
+                    .versions
+                    .iter()
+                    .copied()
+                    .find(|v| served.iter().any(|s| s == v));
+            }
+            Err(kube::Error::Api(e)) if e.code == 404 => return None,
+            Err(kube::Error::Discovery(_)) => return None,
+            Err(e) => {
+                tracing::debug!(group = kind.group, error = %e, "discovery failed; retrying");
+                tokio::time::sleep(retry.next_delay()).await;
+            }
         }
-        Err(kube::Error::Api(e)) if e.code == 404 => None,
-        Err(kube::Error::Discovery(_)) => None,
-        Err(_) => Some(first),
     }
 }
 
@@ -94,7 +88,7 @@ fn resource(kind: &ApiKind, version: &str) -> ApiResource {
 /// kind the API server does not serve counts as listed (there is nothing
 /// to read, and scheduling must not wait for it) and is looked for again
 /// every half minute.
-async fn watch(shared: Arc<Shared>, client: Client, kind: ApiKind) {
+async fn watch(shared: Arc<Shared>, client: Client, kind: ApiKind, watched: Watched) {
     let mut counted = false;
     let version = loop {
         match served_version(&client, &kind).await {
@@ -107,7 +101,7 @@ async fn watch(shared: Arc<Shared>, client: Client, kind: ApiKind) {
                         "not served by the API server ({}); the plugins that read it see none",
                         kind.hint
                     );
-                    shared.objects_synced.0.fetch_sub(1, Ordering::AcqRel);
+                    watched.current();
                     shared.wake.notify_all();
                 }
                 tokio::time::sleep(NOT_SERVED_RECHECK).await;
@@ -115,11 +109,7 @@ async fn watch(shared: Arc<Shared>, client: Client, kind: ApiKind) {
         }
     };
     let api: Api<DynamicObject> = Api::all_with(client, &resource(&kind, version));
-    let stream = watcher::watcher(api, watcher::Config::default()).default_backoff();
-    futures::pin_mut!(stream);
     let mut relist: Option<HashSet<String>> = None;
-    let mut listed_once = counted;
-    let mut last_error = String::new();
     let event = |shared: &Shared, e: ObjectEvent<'_>| {
         let now = shared.now_ms();
         shared
@@ -127,42 +117,31 @@ async fn watch(shared: Arc<Shared>, client: Client, kind: ApiKind) {
             .object_event(&mut shared.cache.lock(), &kind, e, now);
         shared.wake.notify_all();
     };
-    while let Some(ev) = stream.next().await {
-        match ev {
-            Ok(Event::Init) => relist = Some(HashSet::new()),
-            Ok(Event::InitApply(o)) | Ok(Event::Apply(o)) => {
-                let object = serde_json::to_value(&o).unwrap_or_default();
-                if let Some(seen) = relist.as_mut() {
-                    seen.insert(object_key(&kind, &object));
-                }
-                let applied = ObjectEvent::Applied {
-                    version,
-                    object: &object,
-                };
-                event(&shared, applied);
+    reflector::run(api, watched, |ev| match ev {
+        Event::Init => relist = Some(HashSet::new()),
+        Event::InitApply(o) | Event::Apply(o) => {
+            let object = serde_json::to_value(&o).unwrap_or_default();
+            if let Some(seen) = relist.as_mut() {
+                seen.insert(object_key(&kind, &object));
             }
-            Ok(Event::InitDone) => {
-                if let Some(seen) = relist.take() {
-                    event(&shared, ObjectEvent::Relisted(&seen));
-                }
-                if !std::mem::replace(&mut listed_once, true) {
-                    shared.objects_synced.0.fetch_sub(1, Ordering::AcqRel);
-                }
-                shared.wake.notify_all();
-            }
-            Ok(Event::Delete(o)) => {
-                let object = serde_json::to_value(&o).unwrap_or_default();
-                event(&shared, ObjectEvent::Deleted(&object_key(&kind, &object)));
-            }
-            Err(e) => {
-                let msg = e.to_string();
-                if msg != last_error {
-                    tracing::warn!(error = %msg, kind = kind.kind, "watch failed ({}); retrying", kind.hint);
-                    last_error = msg;
-                }
-            }
+            let applied = ObjectEvent::Applied {
+                version,
+                object: &object,
+            };
+            event(&shared, applied);
         }
-    }
+        Event::InitDone => {
+            if let Some(seen) = relist.take() {
+                event(&shared, ObjectEvent::Relisted(&seen));
+            }
+            shared.wake.notify_all();
+        }
+        Event::Delete(o) => {
+            let object = serde_json::to_value(&o).unwrap_or_default();
+            event(&shared, ObjectEvent::Deleted(&object_key(&kind, &object)));
+        }
+    })
+    .await;
 }
 
 /// On the leader: writes the statuses plugins ask for, each change once.

@@ -64,8 +64,16 @@ pub fn spawn(
     [tokio::task::JoinHandle<()>; 3],
 ) {
     use super::policy_watch::{watch_budgets, watch_priority_classes};
-    let budgets = tokio::spawn(watch_budgets(shared.clone(), client.clone()));
-    let classes = tokio::spawn(watch_priority_classes(shared.clone(), client.clone()));
+    let budgets = tokio::spawn(watch_budgets(
+        shared.clone(),
+        client.clone(),
+        shared.cache_sync.register("poddisruptionbudgets"),
+    ));
+    let classes = tokio::spawn(watch_priority_classes(
+        shared.clone(),
+        client.clone(),
+        shared.cache_sync.register("priorityclasses"),
+    ));
     let (tx, rx) = mpsc::unbounded_channel();
     let evictor = Evictor {
         shared: shared.clone(),

@@ -1,48 +1,35 @@
 //! Keeps the cache's Services, ReplicationControllers, ReplicaSets and
 //! StatefulSets (their selectors only) current, for PodTopologySpread's
 //! default constraints, as kube-scheduler's listers do. Scheduling waits
-//! until all four have listed once.
+//! until all four have listed ([`super::cache_sync`]).
 
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use futures::StreamExt;
 use k8s_openapi::api::apps::v1::{ReplicaSet, StatefulSet};
 use k8s_openapi::api::core::v1::{ReplicationController, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector as K8sSelector;
-use kube::runtime::watcher::{self, Event};
-use kube::runtime::WatchStreamExt;
 use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 use tokio::task::JoinHandle;
 
+use super::cache_sync::Watched;
+use super::reflector::{self, Change as Event};
 use super::Shared;
 use crate::model::selector::LabelSelector;
 use crate::model::workload::{ControllerKind, Workloads};
 
-/// Which of the four watches have listed once (Services first, then the
-/// controller kinds in [`ControllerKind`] order).
-#[derive(Debug, Default)]
-pub struct Synced([AtomicBool; 4]);
-
-impl Synced {
-    pub fn all(&self) -> bool {
-        self.0.iter().all(|s| s.load(Ordering::Acquire))
-    }
-}
-
 /// What one watched kind contributes to [`Workloads`].
 trait Selecting: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static {
-    /// The synced flag's index.
-    const INDEX: usize;
+    /// The resource's name (metrics, logs).
+    const RESOURCE: &'static str;
     fn apply(&self, w: &mut Workloads, namespace: &str, name: &str);
     fn remove(w: &mut Workloads, namespace: &str, name: &str);
     fn retain(w: &mut Workloads, seen: &HashSet<(String, String)>);
 }
 
 impl Selecting for Service {
-    const INDEX: usize = 0;
+    const RESOURCE: &'static str = "services";
     fn apply(&self, w: &mut Workloads, namespace: &str, name: &str) {
         let selector = self.spec.as_ref().and_then(|s| s.selector.clone());
         w.set_service(namespace, name, selector);
@@ -62,9 +49,9 @@ fn parsed(selector: Option<&K8sSelector>) -> Option<LabelSelector> {
 }
 
 macro_rules! controller {
-    ($t:ty, $kind:expr, $index:expr, $selector:expr) => {
+    ($t:ty, $kind:expr, $resource:expr, $selector:expr) => {
         impl Selecting for $t {
-            const INDEX: usize = $index;
+            const RESOURCE: &'static str = $resource;
             fn apply(&self, w: &mut Workloads, namespace: &str, name: &str) {
                 let selector: Option<LabelSelector> = $selector(self);
                 w.set_controller(namespace, $kind, name, selector);
@@ -84,7 +71,7 @@ macro_rules! controller {
 controller!(
     ReplicationController,
     ControllerKind::ReplicationController,
-    1,
+    "replicationcontrollers",
     |rc: &ReplicationController| {
         let labels = rc.spec.as_ref()?.selector.clone()?;
         Some(LabelSelector::from_labels(&labels))
@@ -93,27 +80,29 @@ controller!(
 controller!(
     ReplicaSet,
     ControllerKind::ReplicaSet,
-    2,
+    "replicasets",
     |rs: &ReplicaSet| parsed(Some(&rs.spec.selector))
 );
 controller!(
     StatefulSet,
     ControllerKind::StatefulSet,
-    3,
+    "statefulsets",
     |ss: &StatefulSet| parsed(Some(&ss.spec.selector))
 );
 
 /// Starts the four watches; they run until aborted.
 pub fn spawn(shared: &Arc<Shared>, client: &Client) -> Vec<JoinHandle<()>> {
     vec![
-        tokio::spawn(watch::<Service>(shared.clone(), client.clone())),
-        tokio::spawn(watch::<ReplicationController>(
-            shared.clone(),
-            client.clone(),
-        )),
-        tokio::spawn(watch::<ReplicaSet>(shared.clone(), client.clone())),
-        tokio::spawn(watch::<StatefulSet>(shared.clone(), client.clone())),
+        start::<Service>(shared, client),
+        start::<ReplicationController>(shared, client),
+        start::<ReplicaSet>(shared, client),
+        start::<StatefulSet>(shared, client),
     ]
+}
+
+fn start<K: Selecting<DynamicType = ()>>(shared: &Arc<Shared>, client: &Client) -> JoinHandle<()> {
+    let watched = shared.cache_sync.register(K::RESOURCE);
+    tokio::spawn(watch::<K>(shared.clone(), client.clone(), watched))
 }
 
 fn key_of<K: Resource>(o: &K) -> (String, String) {
@@ -126,40 +115,34 @@ fn key_of<K: Resource>(o: &K) -> (String, String) {
 
 /// Watches one kind. Its changes only move scores, so they do not give
 /// unschedulable pods another try (nor do they in kube-scheduler).
-async fn watch<K>(shared: Arc<Shared>, client: Client)
+async fn watch<K>(shared: Arc<Shared>, client: Client, watched: Watched)
 where
     K: Selecting<DynamicType = ()>,
 {
     let api: Api<K> = Api::all(client);
-    let kind = K::kind(&()).to_string();
-    let stream = watcher::watcher(api, watcher::Config::default()).default_backoff();
-    futures::pin_mut!(stream);
     let mut relist: Option<HashSet<(String, String)>> = None;
-    while let Some(event) = stream.next().await {
-        match event {
-            Ok(Event::Init) => relist = Some(HashSet::new()),
-            Ok(Event::InitApply(o)) | Ok(Event::Apply(o)) => {
-                let (ns, name) = key_of(&o);
-                let mut cache = shared.cache.lock();
-                o.apply(Arc::make_mut(&mut cache.snapshot.workloads), &ns, &name);
-                if let Some(seen) = relist.as_mut() {
-                    seen.insert((ns, name));
-                }
+    reflector::run(api, watched, |event| match event {
+        Event::Init => relist = Some(HashSet::new()),
+        Event::InitApply(o) | Event::Apply(o) => {
+            let (ns, name) = key_of(&o);
+            let mut cache = shared.cache.lock();
+            o.apply(Arc::make_mut(&mut cache.snapshot.workloads), &ns, &name);
+            if let Some(seen) = relist.as_mut() {
+                seen.insert((ns, name));
             }
-            Ok(Event::InitDone) => {
-                if let Some(seen) = relist.take() {
-                    let mut cache = shared.cache.lock();
-                    K::retain(Arc::make_mut(&mut cache.snapshot.workloads), &seen);
-                }
-                shared.workloads_synced.0[K::INDEX].store(true, Ordering::Release);
-                shared.wake.notify_all();
-            }
-            Ok(Event::Delete(o)) => {
-                let (ns, name) = key_of(&o);
-                let mut cache = shared.cache.lock();
-                K::remove(Arc::make_mut(&mut cache.snapshot.workloads), &ns, &name);
-            }
-            Err(e) => tracing::warn!(error = %e, "{kind} watch failed; retrying"),
         }
-    }
+        Event::InitDone => {
+            if let Some(seen) = relist.take() {
+                let mut cache = shared.cache.lock();
+                K::retain(Arc::make_mut(&mut cache.snapshot.workloads), &seen);
+            }
+            shared.wake.notify_all();
+        }
+        Event::Delete(o) => {
+            let (ns, name) = key_of(&o);
+            let mut cache = shared.cache.lock();
+            K::remove(Arc::make_mut(&mut cache.snapshot.workloads), &ns, &name);
+        }
+    })
+    .await;
 }

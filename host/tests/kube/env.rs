@@ -154,7 +154,12 @@ impl Scheduler {
             .args(["--listen", &format!("127.0.0.1:{port}")])
             .args(["--identity", name])
             .args(args)
-            .env("WASMSCHED_LOG", "info,kube=warn")
+            // The binder's debug lines name each pod it bound (the
+            // fault tests attribute bindings to replicas with them).
+            .env(
+                "WASMSCHED_LOG",
+                "info,kube=warn,wasmsched::runtime::binder=debug",
+            )
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
@@ -233,8 +238,21 @@ impl Scheduler {
 }
 
 impl Drop for Scheduler {
+    /// Kills the process; when the test failed (or
+    /// `WASMSCHED_TEST_SHOW_LOGS` is set) prints the end of its log.
     fn drop(&mut self) {
         self.kill();
+        if std::thread::panicking() || std::env::var_os("WASMSCHED_TEST_SHOW_LOGS").is_some() {
+            let logs = self.logs();
+            let lines: Vec<&str> = logs.lines().collect();
+            let tail = &lines[lines.len().saturating_sub(150)..];
+            eprintln!(
+                "--- {} (last {} lines) ---\n{}",
+                self.log.display(),
+                tail.len(),
+                tail.join("\n")
+            );
+        }
     }
 }
 

@@ -10,6 +10,7 @@
 // host/src.
 #![allow(clippy::too_many_lines)]
 
+mod audit;
 mod bench;
 mod deploy;
 mod differential;
@@ -21,8 +22,11 @@ mod gates;
 mod hami;
 mod namespaces;
 mod node;
+mod outages;
 mod preemption;
+mod proxy;
 mod serving;
+mod soak;
 mod volumes;
 
 use std::collections::{BTreeMap, HashMap};

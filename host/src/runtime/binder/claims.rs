@@ -68,7 +68,7 @@ impl Binder {
 
     /// Writes the claim's allocation and reservation.
     pub(super) async fn claim_binding(&self, req: &Binding, c: &ClaimBinding) -> BindResult {
-        if let Some(r) = self.still_valid(req) {
+        if let Some(r) = self.ready(req).await {
             return r;
         }
         let api = self.claims_api(&c.namespace).await;

@@ -54,7 +54,7 @@ impl Binder {
         action: &VolumeAction,
         written: &mut Written,
     ) -> BindResult {
-        if let Some(r) = self.still_valid(req) {
+        if let Some(r) = self.ready(req).await {
             return r;
         }
         let outcome = match action {
@@ -157,7 +157,7 @@ impl Binder {
     ) -> BindResult {
         let deadline = tokio::time::Instant::now() + timeout;
         loop {
-            if let Some(r) = self.still_valid(req) {
+            if let Some(r) = self.ready(req).await {
                 return r;
             }
             match self.check_bindings(req.node(), bindings, provisions, written) {
