@@ -8,6 +8,10 @@ use serde::Serialize;
 
 use crate::config::Scheduler;
 use crate::framework::objects::ObjectEvent;
+use crate::framework::plugins::dynamic_resources::store::{
+    RESOURCE_CLAIM, RESOURCE_CLAIM_TEMPLATE,
+};
+use crate::framework::plugins::dynamic_resources::templates::claims_from_templates;
 use crate::framework::{Cache, Explanation, Nomination, Snapshot};
 use crate::manifest::Manifests;
 use crate::model::budget::Budgets;
@@ -350,7 +354,24 @@ impl<'a> Simulation<'a> {
     /// Nodes, bound pods and the pending pods a profile serves, into the
     /// cache as the watches would deliver them; priorities resolved from
     /// the PriorityClasses as admission would; the PodDisruptionBudgets.
-    fn load(&mut self, manifests: Manifests) -> Result<(), SimulateError> {
+    fn load(&mut self, mut manifests: Manifests) -> Result<(), SimulateError> {
+        // kube-controller-manager's resourceclaim controller, emulated:
+        // pods that name a ResourceClaimTemplate get their claims.
+        let templates: Vec<(&str, &serde_json::Value)> = manifests
+            .objects
+            .iter()
+            .filter(|o| o.kind == RESOURCE_CLAIM_TEMPLATE)
+            .map(|o| (o.version, &o.value))
+            .collect();
+        let made = claims_from_templates(&mut manifests.pods, &templates);
+        for claim in &made {
+            let event = ObjectEvent::Applied {
+                version: "v1",
+                object: claim,
+            };
+            self.scheduler
+                .object_event(&mut self.cache, &RESOURCE_CLAIM, event, 0);
+        }
         for o in &manifests.objects {
             let event = ObjectEvent::Applied {
                 version: o.version,

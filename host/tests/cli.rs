@@ -407,22 +407,25 @@ fn profiles_lists_the_built_in_gpu_scheduler() {
         lines[1],
         "  filter: NodeUnschedulable, NodeName, TaintToleration, NodeAffinity, NodePorts, NodeResourcesFit, \
          VolumeRestrictions, NodeVolumeLimits, VolumeBinding, VolumeZone, PodTopologySpread, InterPodAffinity, \
-         GpuTopology, NetworkLocality"
+         DynamicResources, GpuTopology, NetworkLocality"
     );
     assert_eq!(
         lines[2],
         "  score:  TaintToleration (weight 3), NodeAffinity (weight 2), NodeResourcesFit (weight 1), \
-         VolumeBinding (weight 1), PodTopologySpread (weight 2), InterPodAffinity (weight 2), NodeResourcesBalancedAllocation (weight 1), \
-         ImageLocality (weight 1), GpuTopology (weight 3), NetworkLocality (weight 2)"
+         VolumeBinding (weight 1), PodTopologySpread (weight 2), InterPodAffinity (weight 2), DynamicResources (weight 2), \
+         NodeResourcesBalancedAllocation (weight 1), ImageLocality (weight 1), GpuTopology (weight 3), NetworkLocality (weight 2)"
     );
-    assert_eq!(lines[3], "  postfilter: DefaultPreemption");
+    assert_eq!(
+        lines[3],
+        "  postfilter: DynamicResources, DefaultPreemption"
+    );
     assert_eq!(
         lines[4],
-        "  reserve: VolumeBinding, GpuTopology, HAMiNodeLock"
+        "  reserve: VolumeBinding, DynamicResources, GpuTopology, HAMiNodeLock"
     );
     assert_eq!(
         lines[5],
-        "  prebind: VolumeBinding, GpuTopology, HAMiNodeLock"
+        "  prebind: VolumeBinding, DynamicResources, GpuTopology, HAMiNodeLock"
     );
     assert_eq!(lines[6], "  bind: DefaultBinder");
     assert_eq!(lines[7], "  preemption advisors: GpuTopology");
@@ -447,12 +450,12 @@ fn profiles_of_a_configuration_file() {
         o.stdout,
         "profile gpu-scheduler\n  filter: NodeUnschedulable, NodeName, TaintToleration, NodeAffinity, NodePorts, \
          NodeResourcesFit, VolumeRestrictions, NodeVolumeLimits, VolumeBinding, VolumeZone, PodTopologySpread, \
-         InterPodAffinity\n  score:  TaintToleration (weight 3), \
+         InterPodAffinity, DynamicResources\n  score:  TaintToleration (weight 3), \
          NodeAffinity (weight 2), NodeResourcesFit (weight 1), VolumeBinding (weight 1), \
          PodTopologySpread (weight 2), \
-         InterPodAffinity (weight 2), NodeResourcesBalancedAllocation (weight 1), ImageLocality (weight 1)\n  \
-         postfilter: DefaultPreemption\n  reserve: VolumeBinding, HAMiNodeLock\n  \
-         prebind: VolumeBinding, HAMiNodeLock\n  bind: DefaultBinder\n"
+         InterPodAffinity (weight 2), DynamicResources (weight 2), NodeResourcesBalancedAllocation (weight 1), ImageLocality (weight 1)\n  \
+         postfilter: DynamicResources, DefaultPreemption\n  reserve: VolumeBinding, DynamicResources, HAMiNodeLock\n  \
+         prebind: VolumeBinding, DynamicResources, HAMiNodeLock\n  bind: DefaultBinder\n"
     );
 }
 
@@ -487,12 +490,12 @@ const KUBE_FILE: &str =
 fn a_kube_scheduler_file_means_kube_schedulers_defaults() {
     let upstream = "profile default-scheduler\n  filter: NodeUnschedulable, NodeName, TaintToleration, NodeAffinity, NodePorts, \
          NodeResourcesFit, VolumeRestrictions, NodeVolumeLimits, VolumeBinding, VolumeZone, PodTopologySpread, \
-         InterPodAffinity\n  score:  TaintToleration (weight 3), \
+         InterPodAffinity, DynamicResources\n  score:  TaintToleration (weight 3), \
          NodeAffinity (weight 2), NodeResourcesFit (weight 1), VolumeBinding (weight 1), \
          PodTopologySpread (weight 2), \
-         InterPodAffinity (weight 2), NodeResourcesBalancedAllocation (weight 1), ImageLocality (weight 1)\n  \
-         postfilter: DefaultPreemption\n  reserve: VolumeBinding\n  \
-         prebind: VolumeBinding\n  bind: DefaultBinder\n";
+         InterPodAffinity (weight 2), DynamicResources (weight 2), NodeResourcesBalancedAllocation (weight 1), ImageLocality (weight 1)\n  \
+         postfilter: DynamicResources, DefaultPreemption\n  reserve: VolumeBinding, DynamicResources\n  \
+         prebind: VolumeBinding, DynamicResources\n  bind: DefaultBinder\n";
     let o = profiles_of(KUBE_FILE);
     ok(&o);
     assert_eq!(o.stdout, upstream);
@@ -529,7 +532,7 @@ fn every_extension_point_of_a_kube_scheduler_file_is_read() {
         o.stdout
     );
     assert!(!o.stdout.contains("VolumeRestrictions"), "{}", o.stdout);
-    assert!(!o.stdout.contains("postfilter"), "{}", o.stdout);
+    assert!(!o.stdout.contains("DefaultPreemption"), "{}", o.stdout);
     // What is not supported is one line naming the field.
     for (yaml, expected) in [
         (

@@ -9,6 +9,7 @@
 //! name is not bound by mistake) and the API server refuses to bind a pod
 //! that already has a node.
 
+mod claims;
 mod volumes;
 
 use std::sync::Arc;
@@ -24,6 +25,7 @@ use super::client::Throttle;
 use super::events::{PodRef, Report};
 use super::node_lock::{self, NodeGates};
 use super::Shared;
+use crate::framework::plugins::dynamic_resources::ClaimBinding;
 use crate::framework::plugins::hami_node_lock::LockNode;
 use crate::framework::plugins::volume::VolumeAction;
 use crate::framework::BindAction;
@@ -226,6 +228,7 @@ impl Binder {
         let actions = &req.assumption.actions;
         let mut written = volumes::Written::default();
         let mut locked: Option<&str> = None;
+        let mut claims: Vec<&ClaimBinding> = Vec::new();
         let mut i = 0;
         let mut r = BindResult::Bound;
         while i < actions.len() && r == BindResult::Bound {
@@ -247,6 +250,12 @@ impl Binder {
                         r
                     } else if let Some(v) = a.get::<VolumeAction>() {
                         self.volume_action(req, v, &mut written).await
+                    } else if let Some(c) = a.get::<ClaimBinding>() {
+                        let r = self.claim_binding(req, c).await;
+                        if r == BindResult::Bound {
+                            claims.push(c);
+                        }
+                        r
                     } else {
                         tracing::error!(pod = %req.pod().key(), action = ?a, "no executor for this binding step; the pod is retried");
                         BindResult::Error
@@ -254,6 +263,9 @@ impl Binder {
                 }
             };
             i += 1;
+        }
+        if r != BindResult::Bound && !claims.is_empty() {
+            self.unreserve_claims(req, &claims).await;
         }
         if let (Some(annotation), false) = (locked, r == BindResult::Bound) {
             let pod = req.pod();

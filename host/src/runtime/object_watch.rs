@@ -57,14 +57,15 @@ pub fn start(shared: &Arc<Shared>, client: &Client, throttle: Throttle) -> Vec<J
     tasks
 }
 
+/// How often a kind the API server does not serve is looked for again.
+const NOT_SERVED_RECHECK: Duration = Duration::from_secs(30);
+
 /// The version of `kind` to watch: the first the plugin reads that the
-/// API server serves (the first it reads when discovery fails, so the
-/// watch's error says what is missing).
-async fn served_version(client: &Client, kind: &ApiKind) -> &'static str {
+/// API server serves. `None`: it serves none of them (the group is
+/// missing: no CRD, an API not enabled). When discovery itself fails, the
+/// first version (the watch's errors then say why).
+async fn served_version(client: &Client, kind: &ApiKind) -> Option<&'static str> {
     let first = kind.versions[0];
-    if kind.versions.len() == 1 {
-        return first;
-    }
     match kube::discovery::group(client, kind.group).await {
         Ok(group) => {
             let served: Vec<String> = group.versions().map(str::to_string).collect();
@@ -72,9 +73,10 @@ async fn served_version(client: &Client, kind: &ApiKind) -> &'static str {
                 .iter()
                 .copied()
                 .find(|v| served.iter().any(|s| s == v))
-                .unwrap_or(first)
         }
-        Err(_) => first,
+        Err(kube::Error::Api(e)) if e.code == 404 => None,
+        Err(kube::Error::Discovery(_)) => None,
+        Err(_) => Some(first),
     }
 }
 
@@ -88,14 +90,35 @@ fn resource(kind: &ApiKind, version: &str) -> ApiResource {
     }
 }
 
-/// Feeds the scheduler `kind`'s objects until the task is aborted.
+/// Feeds the scheduler `kind`'s objects until the task is aborted. A
+/// kind the API server does not serve counts as listed (there is nothing
+/// to read, and scheduling must not wait for it) and is looked for again
+/// every half minute.
 async fn watch(shared: Arc<Shared>, client: Client, kind: ApiKind) {
-    let version = served_version(&client, &kind).await;
+    let mut counted = false;
+    let version = loop {
+        match served_version(&client, &kind).await {
+            Some(v) => break v,
+            None => {
+                if !std::mem::replace(&mut counted, true) {
+                    tracing::warn!(
+                        kind = kind.kind,
+                        group = kind.group,
+                        "not served by the API server ({}); the plugins that read it see none",
+                        kind.hint
+                    );
+                    shared.objects_synced.0.fetch_sub(1, Ordering::AcqRel);
+                    shared.wake.notify_all();
+                }
+                tokio::time::sleep(NOT_SERVED_RECHECK).await;
+            }
+        }
+    };
     let api: Api<DynamicObject> = Api::all_with(client, &resource(&kind, version));
     let stream = watcher::watcher(api, watcher::Config::default()).default_backoff();
     futures::pin_mut!(stream);
     let mut relist: Option<HashSet<String>> = None;
-    let mut listed_once = false;
+    let mut listed_once = counted;
     let mut last_error = String::new();
     let event = |shared: &Shared, e: ObjectEvent<'_>| {
         let now = shared.now_ms();
@@ -157,7 +180,9 @@ async fn write_statuses(shared: Arc<Shared>, client: Client, throttle: Throttle)
                 continue;
             }
             throttle.wait().await;
-            let version = served_version(&client, &w.kind).await;
+            let Some(version) = served_version(&client, &w.kind).await else {
+                continue;
+            };
             let resource = resource(&w.kind, version);
             let api: Api<DynamicObject> = if w.kind.namespaced {
                 Api::namespaced_with(client.clone(), &w.namespace, &resource)

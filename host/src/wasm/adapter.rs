@@ -214,6 +214,7 @@ impl FilterPlugin for WasmPlugin {
                     *o = v.map(|r| Rejection {
                         reasons: vec![r.reason],
                         unresolvable: r.unresolvable,
+                        error: false,
                     });
                 }
             }

@@ -13,6 +13,7 @@
 mod bench;
 mod deploy;
 mod differential;
+mod dra;
 mod env;
 mod faults;
 mod gangs;

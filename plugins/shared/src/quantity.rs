@@ -126,6 +126,32 @@ pub fn milli_value(s: &str) -> Result<i64, QuantityError> {
     to_int(parse(s)?, 3, s)
 }
 
+/// The quantity in billionths of its unit, rounded up past the ninth
+/// decimal (exact for every quantity Kubernetes writes: it keeps nine
+/// decimal digits at most). Used where quantities are compared or summed
+/// exactly (DRA capacities and counters, CEL's `quantity()`).
+pub fn nano_value(s: &str) -> Result<i128, QuantityError> {
+    let p = parse(s)?;
+    let err = |why| QuantityError(s.to_string(), why);
+    let exp10 = p.exp10 + 9;
+    let mut num: u128 = p.digits;
+    let mut den: u128 = 1;
+    if exp10 >= 0 {
+        num = num
+            .checked_mul(10u128.pow(exp10 as u32))
+            .ok_or_else(|| err("too large"))?;
+    } else {
+        den = 10u128
+            .checked_pow((-exp10) as u32)
+            .ok_or_else(|| err("too precise"))?;
+    }
+    num = num
+        .checked_mul(1u128 << p.exp2)
+        .ok_or_else(|| err("too large"))?;
+    let v = i128::try_from(num.div_ceil(den)).map_err(|_| err("too large"))?;
+    Ok(if p.negative { -v } else { v })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -146,6 +172,20 @@ mod tests {
         assert_eq!(value("0").unwrap(), 0);
         assert_eq!(value("-1").unwrap(), -1);
         assert_eq!(milli_value("1u").unwrap(), 1, "MilliValue rounds up");
+    }
+
+    #[test]
+    fn nano_values_are_exact() {
+        assert_eq!(nano_value("1").unwrap(), 1_000_000_000);
+        assert_eq!(
+            nano_value("40Gi").unwrap(),
+            40 * (1i128 << 30) * 1_000_000_000
+        );
+        assert_eq!(nano_value("1n").unwrap(), 1);
+        assert_eq!(nano_value("1.5m").unwrap(), 1_500_000);
+        assert_eq!(nano_value("-2k").unwrap(), -2_000_000_000_000);
+        assert_eq!(nano_value("1Ei").unwrap(), (1i128 << 60) * 1_000_000_000);
+        assert!(nano_value("1e30").is_err(), "beyond i128");
     }
 
     #[test]

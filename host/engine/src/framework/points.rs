@@ -35,6 +35,15 @@ pub trait PreFilterPlugin: Plugin {
         false
     }
 
+    /// Whether the plugin has PreFilterExtensions (AddPod/RemovePod) whose
+    /// state preemption reads: when a PreFilter rejection comes before
+    /// such a plugin wrote its state, upstream's DefaultPreemption fails on
+    /// the missing state (see DefaultPreemption's
+    /// `after_pre_filter_rejection`).
+    fn has_extensions(&self) -> bool {
+        false
+    }
+
     /// Upstream's PreFilterResult, asked after a PreFilter that returned
     /// `Run`: the names of the only nodes worth filtering, or `None` (the
     /// default) for every node. The results of several plugins intersect;
@@ -269,8 +278,14 @@ pub trait PostFilterPlugin: Plugin {
     ) -> Result<PostFilterResult, PluginError>;
 
     /// What the plugin adds to the FitError when PreFilter rejected the
-    /// pod (upstream runs PostFilter then too, on no per-node verdicts).
-    fn after_pre_filter_rejection(&self) -> Option<String> {
+    /// pod (upstream runs PostFilter then too, on no per-node verdicts):
+    /// `num_nodes` nodes; `states_complete`: every PreFilter plugin with
+    /// extensions had written its state before the rejection.
+    fn after_pre_filter_rejection(
+        &self,
+        _num_nodes: usize,
+        _states_complete: bool,
+    ) -> Option<String> {
         None
     }
 }

@@ -64,7 +64,6 @@ include!("registry_table.rs");
 /// kube-scheduler 1.37's default plugins (`pkg/scheduler/apis/config/v1/
 /// default_plugins.go`) that wasmsched has: what a
 /// `KubeSchedulerConfiguration` file's profiles start from.
-/// DynamicResources is not implemented (docs/compatibility.md).
 pub const KUBE_SCHEDULER_DEFAULTS: &[&str] = &[
     "PrioritySort",
     "SchedulingGates",
@@ -80,6 +79,7 @@ pub const KUBE_SCHEDULER_DEFAULTS: &[&str] = &[
     "VolumeZone",
     "PodTopologySpread",
     "InterPodAffinity",
+    "DynamicResources",
     "DefaultPreemption",
     "NodeResourcesBalancedAllocation",
     "ImageLocality",
@@ -95,10 +95,28 @@ pub struct ObjectKindRow {
 }
 
 /// Every kind a registered plugin reads.
-pub const OBJECT_KINDS: &[ObjectKindRow] = &[ObjectKindRow {
-    kind: plugins::coscheduling::POD_GROUP_KIND,
-    check: plugins::coscheduling::check_manifest,
-}];
+pub const OBJECT_KINDS: &[ObjectKindRow] = &[
+    ObjectKindRow {
+        kind: plugins::coscheduling::POD_GROUP_KIND,
+        check: plugins::coscheduling::check_manifest,
+    },
+    ObjectKindRow {
+        kind: plugins::dynamic_resources::store::DEVICE_CLASS,
+        check: plugins::dynamic_resources::check_class,
+    },
+    ObjectKindRow {
+        kind: plugins::dynamic_resources::store::RESOURCE_SLICE,
+        check: plugins::dynamic_resources::check_slice,
+    },
+    ObjectKindRow {
+        kind: plugins::dynamic_resources::store::RESOURCE_CLAIM,
+        check: plugins::dynamic_resources::check_claim,
+    },
+    ObjectKindRow {
+        kind: plugins::dynamic_resources::store::RESOURCE_CLAIM_TEMPLATE,
+        check: plugins::dynamic_resources::check_template,
+    },
+];
 
 /// The row of an object's `apiVersion` and `kind`, with the version.
 pub fn object_kind(
@@ -181,6 +199,7 @@ mod tests {
         assert_eq!(
             sorted,
             [
+                ("DynamicResources", 2),
                 ("ImageLocality", 1),
                 ("InterPodAffinity", 2),
                 ("NodeAffinity", 2),
@@ -215,7 +234,8 @@ mod tests {
                 "VolumeBinding",
                 "VolumeZone",
                 "PodTopologySpread",
-                "InterPodAffinity"
+                "InterPodAffinity",
+                "DynamicResources"
             ]
         );
     }

@@ -31,6 +31,8 @@ registry! {
         points: [PreFilter, Filter, PreScore, Score], weight: 2, default: true;
     native "InterPodAffinity" => plugins::inter_pod_affinity::new,
         points: [PreFilter, Filter, PreScore, Score], weight: 2, default: true;
+    native "DynamicResources" => plugins::dynamic_resources::new,
+        points: [PreEnqueue, PreFilter, Filter, PostFilter, Score, Reserve, PreBind], weight: 2, default: true;
     native "NodeResourcesBalancedAllocation" => plugins::balanced_allocation::new,
         points: [Score], weight: 1, default: true;
     native "ImageLocality" => plugins::image_locality::new,

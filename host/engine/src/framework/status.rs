@@ -11,6 +11,9 @@ pub struct Rejection {
     pub reasons: Vec<String>,
     /// UnschedulableAndUnresolvable: no preemption on this node can help.
     pub unresolvable: bool,
+    /// Not a verdict but a failure (upstream's Error status from Filter):
+    /// the whole attempt fails with this reason and the pod backs off.
+    pub error: bool,
 }
 
 impl Rejection {
@@ -18,6 +21,7 @@ impl Rejection {
         Self {
             reasons: vec![reason.into()],
             unresolvable: false,
+            error: false,
         }
     }
 
@@ -25,6 +29,16 @@ impl Rejection {
         Self {
             reasons: vec![reason.into()],
             unresolvable: true,
+            error: false,
+        }
+    }
+
+    /// The plugin failed on this node (not a verdict): the attempt fails.
+    pub fn error(reason: impl Into<String>) -> Self {
+        Self {
+            reasons: vec![reason.into()],
+            unresolvable: true,
+            error: true,
         }
     }
 }
@@ -51,6 +65,9 @@ pub enum SchedulingError {
         point: &'static str,
         cause: PluginError,
     },
+    /// A Filter plugin failed (upstream's wording).
+    #[error("running {plugin:?} filter plugin: {cause}")]
+    Filter { plugin: String, cause: String },
     /// The chosen node left the cluster during the attempt.
     #[error("node {0} is gone")]
     NodeGone(String),

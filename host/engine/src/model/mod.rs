@@ -7,6 +7,7 @@
 pub mod budget;
 pub mod constraints;
 pub mod container_resources;
+pub mod dra;
 pub mod namespace;
 pub mod node;
 pub mod pod;

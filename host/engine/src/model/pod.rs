@@ -121,6 +121,21 @@ pub struct Pod {
     /// `spec.schedulingGates` by name: while any is left the pod is not
     /// scheduled.
     pub scheduling_gates: Vec<String>,
+    /// `spec.resourceClaims` (Dynamic Resource Allocation), in order.
+    pub resource_claims: Vec<PodClaim>,
+    /// `status.resourceClaimStatuses`: the claim made from a template for
+    /// each pod claim (`None`: deliberately none), by pod claim name.
+    pub claim_statuses: BTreeMap<String, Option<String>>,
+}
+
+/// One of `spec.resourceClaims`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodClaim {
+    pub name: String,
+    /// `resourceClaimName`.
+    pub claim: Option<String>,
+    /// `resourceClaimTemplateName`.
+    pub template: Option<String>,
 }
 
 /// `spec.preemptionPolicy`.
@@ -257,6 +272,22 @@ impl Pod {
                 .iter()
                 .flatten()
                 .map(|g| g.name.clone())
+                .collect(),
+            resource_claims: spec
+                .resource_claims
+                .iter()
+                .flatten()
+                .map(|c| PodClaim {
+                    name: c.name.clone(),
+                    claim: c.resource_claim_name.clone(),
+                    template: c.resource_claim_template_name.clone(),
+                })
+                .collect(),
+            claim_statuses: status
+                .and_then(|s| s.resource_claim_statuses.as_ref())
+                .into_iter()
+                .flatten()
+                .map(|c| (c.name.clone(), c.resource_claim_name.clone()))
                 .collect(),
             namespace,
             name,

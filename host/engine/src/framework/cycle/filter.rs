@@ -16,12 +16,12 @@ use super::verdict::{Found, NodeRejection, Timed};
 impl<'a> Cycle<'a> {
     /// Every PreFilter plugin in order; remembers which Filter plugins
     /// said Skip. A rejection is the pod's reason (and whether it counts
-    /// once per node).
-    pub(super) fn pre_filter(&mut self) -> Result<(), (String, bool)> {
+    /// once per node, and the rejecting plugin's position).
+    pub(super) fn pre_filter(&mut self) -> Result<(), (String, bool, usize)> {
         let mut skipped = Vec::new();
         let mut subset: Option<BTreeSet<String>> = None;
         let mut with_nodes: Vec<&str> = Vec::new();
-        for p in &self.profile.pre_filter {
+        for (position, p) in self.profile.pre_filter.iter().enumerate() {
             let _t = Timed::start(self.timings, p.name(), "PreFilter");
             match p.pre_filter(&self.ctx, &mut self.state) {
                 Ok(Decision::Run) => {
@@ -43,12 +43,12 @@ impl<'a> Cycle<'a> {
                                 many.join(" ")
                             ),
                         };
-                        return Err((msg, false));
+                        return Err((msg, false, position));
                     }
                     subset = Some(merged);
                 }
                 Ok(Decision::Skip) => skipped.push(p.name().to_string()),
-                Err(r) => return Err((r.reasons.join(", "), p.rejection_counts_nodes())),
+                Err(r) => return Err((r.reasons.join(", "), p.rejection_counts_nodes(), position)),
             }
         }
         with_nodes.sort_unstable();
@@ -100,6 +100,7 @@ impl<'a> Cycle<'a> {
                             plugin,
                             reasons: vec![reason.clone()],
                             unresolvable: true,
+                            error: false,
                         };
                         (n.index, rejection)
                     })
@@ -192,6 +193,7 @@ impl<'a> Cycle<'a> {
                             plugin: position,
                             reasons: r.reasons,
                             unresolvable: r.unresolvable,
+                            error: r.error,
                         });
                         false
                     }

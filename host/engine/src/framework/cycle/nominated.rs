@@ -41,6 +41,7 @@ impl Cycle<'_> {
                 plugin,
                 reasons: r.reasons,
                 unresolvable: r.unresolvable,
+                error: r.error,
             });
         }
     }

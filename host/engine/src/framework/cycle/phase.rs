@@ -15,6 +15,7 @@ use crate::framework::cycle_state::CycleState;
 use crate::framework::fit_error::FitError;
 use crate::framework::points::Nomination;
 use crate::framework::profile::Profile;
+use crate::framework::status::SchedulingError;
 use crate::framework::timings::Timings;
 
 use super::verdict::{Found, Outcome, Placement, Record};
@@ -58,14 +59,17 @@ impl Cycle<'_> {
         let started = Instant::now();
         let pre = self.pre_filter();
         self.timed_point("PreFilter", pre.is_ok(), "Unschedulable", started);
-        if let Err((reason, counts_nodes)) = pre {
+        if let Err((reason, counts_nodes, position)) = pre {
             fit.pod_reason = Some(reason);
             fit.pod_reason_counts_nodes = counts_nodes;
+            let complete = !self.profile.pre_filter[position..]
+                .iter()
+                .any(|p| p.has_extensions());
             fit.post_filter = self
                 .profile
                 .post_filter
                 .iter()
-                .filter_map(|p| p.after_pre_filter_rejection())
+                .filter_map(|p| p.after_pre_filter_rejection(num_nodes, complete))
                 .collect();
             return (Outcome::Unschedulable(fit), None);
         }
@@ -77,6 +81,15 @@ impl Cycle<'_> {
             "Unschedulable",
             started,
         );
+        // A Filter plugin that failed (rather than rejected) fails the
+        // attempt, as upstream's RunFilterPlugins does.
+        if let Some((_, r)) = found.rejections.iter().find(|(_, r)| r.error) {
+            let cause = SchedulingError::Filter {
+                plugin: self.profile.filter[r.plugin].name().to_string(),
+                cause: r.reasons.join(", "),
+            };
+            return (Outcome::Error(cause), None);
+        }
         match found.feasible.len() {
             0 => self.unschedulable(fit, &found),
             1 => {

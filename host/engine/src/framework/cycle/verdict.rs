@@ -40,6 +40,8 @@ pub(crate) struct NodeRejection {
     pub plugin: usize,
     pub reasons: Vec<String>,
     pub unresolvable: bool,
+    /// The plugin failed rather than rejected (the attempt fails).
+    pub error: bool,
 }
 
 /// What Filter found.

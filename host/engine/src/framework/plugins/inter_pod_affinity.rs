@@ -269,6 +269,10 @@ impl PreFilterPlugin for InterPodAffinity {
         Ok(Decision::Run)
     }
 
+    fn has_extensions(&self) -> bool {
+        true
+    }
+
     fn add_pod(
         &self,
         ctx: &CycleContext,

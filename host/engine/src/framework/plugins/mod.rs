@@ -7,6 +7,7 @@ pub mod balanced_allocation;
 pub mod coscheduling;
 pub mod default_binder;
 pub mod default_preemption;
+pub mod dynamic_resources;
 pub mod hami_node_lock;
 pub mod helpers;
 pub mod image_locality;

@@ -420,6 +420,7 @@ fn verdict(wanted: &[Wanted<'_>], node: &NodeInfo) -> Result<(), Rejection> {
     Err(Rejection {
         reasons: insufficient(wanted, node),
         unresolvable,
+        error: false,
     })
 }
 
@@ -576,6 +577,7 @@ mod tests {
         Err(Rejection {
             reasons: r.iter().map(|s| s.to_string()).collect(),
             unresolvable: false,
+            error: false,
         })
     }
 
@@ -585,6 +587,7 @@ mod tests {
         Err(Rejection {
             reasons: r.iter().map(|s| s.to_string()).collect(),
             unresolvable: true,
+            error: false,
         })
     }
 

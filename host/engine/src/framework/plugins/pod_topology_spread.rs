@@ -430,6 +430,10 @@ impl PreFilterPlugin for PodTopologySpread {
         Ok(Decision::Run)
     }
 
+    fn has_extensions(&self) -> bool {
+        true
+    }
+
     fn add_pod(
         &self,
         ctx: &CycleContext,

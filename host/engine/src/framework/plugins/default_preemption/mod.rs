@@ -86,14 +86,25 @@ impl PostFilterPlugin for DefaultPreemption {
         result
     }
 
-    /// kube-scheduler 1.37 appends `not found` here: its DefaultPreemption
-    /// fails reading cycle state that the PreFilter phase, cut short,
-    /// never wrote (CycleState's `ErrNotFound`), and the error's text
-    /// becomes the PostFilter message (`0/3 nodes are available: pod has
-    /// unbound immediate PersistentVolumeClaims. not found`). Mirrored so
-    /// that messages compare equal; docs/compatibility.md lists it.
-    fn after_pre_filter_rejection(&self) -> Option<String> {
-        Some("not found".into())
+    /// kube-scheduler 1.37 appends `not found` here when the rejection
+    /// came before a plugin with PreFilterExtensions (PodTopologySpread,
+    /// InterPodAffinity) wrote its state: its DefaultPreemption fails
+    /// reading that state (CycleState's `ErrNotFound`), and the error's
+    /// text becomes the PostFilter message (`0/3 nodes are available: pod
+    /// has unbound immediate PersistentVolumeClaims. not found`). After
+    /// them (DynamicResources' rejections), preemption runs and finds no
+    /// node it could help. Mirrored so that messages compare equal;
+    /// docs/compatibility.md lists it.
+    fn after_pre_filter_rejection(
+        &self,
+        num_nodes: usize,
+        states_complete: bool,
+    ) -> Option<String> {
+        Some(if states_complete {
+            format!("preemption: 0/{num_nodes} nodes are available: {num_nodes} {NOT_HELPFUL}.")
+        } else {
+            "not found".into()
+        })
     }
 }
 

@@ -140,6 +140,7 @@ impl FilterPlugin for VolumeBinding {
             Ok(found) => Err(Rejection {
                 reasons: found.reasons.iter().map(|r| r.to_string()).collect(),
                 unresolvable: true,
+                error: false,
             }),
         }
     }

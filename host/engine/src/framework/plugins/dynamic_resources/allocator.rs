@@ -1,0 +1,1001 @@
+//! The structured allocator of kube-scheduler 1.37
+//! (`k8s.io/dynamic-resource-allocation/structured`, the "incubating"
+//! variant its default features select): for one node, the first devices
+//! that satisfy every unallocated claim of a pod, found by a depth-first
+//! search over pools sorted by driver and name, slices sorted by name and
+//! devices in slice order (combinations, never permutations), claims in
+//! the pod's order, requests in the claim's, subrequests of a prioritized
+//! list in theirs. Devices allocated to other claims (or in flight to
+//! them) are skipped; shared counters of partitionable devices, device
+//! taints, `matchAttribute` / `distinctAttribute` constraints and admin
+//! access are honoured. What differs from upstream is listed in
+//! docs/dra.md.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde_json::{json, Value};
+
+use super::cel::{self, Compiled, DeviceVal};
+use crate::model::dra::{
+    Attr, Claim, Class, Constraint, Device, Exact, Mode, NodeScope, Slice, MAX_RESULTS,
+    MAX_SUBREQUESTS,
+};
+use crate::model::dra::{CounterSet, Nanos};
+use crate::model::Node;
+
+/// A slice with what evaluating its devices needs, built once per slice.
+#[derive(Debug)]
+pub struct SliceData {
+    pub slice: Slice,
+    /// `device` of each device, for CEL.
+    pub cel: Vec<DeviceVal>,
+}
+
+impl SliceData {
+    pub fn new(slice: Slice) -> Self {
+        let cel = slice
+            .devices
+            .iter()
+            .map(|d| DeviceVal::new(d, &slice.driver))
+            .collect();
+        Self { slice, cel }
+    }
+}
+
+/// `<driver>/<pool>/<device>`.
+pub type DeviceId = String;
+
+fn device_id(s: &Slice, d: &Device) -> DeviceId {
+    format!("{}/{}/{}", s.driver, s.pool, d.name)
+}
+
+/// What every node's allocation of one pod's claims starts from: the
+/// slices and classes of the cycle, and the devices already taken.
+pub struct Inputs {
+    pub slices: Vec<Arc<SliceData>>,
+    pub classes: HashMap<String, Arc<Class>>,
+    /// Devices allocated (outside admin access) or in flight.
+    pub in_use: HashSet<DeviceId>,
+    pub cel: Arc<cel::Cache>,
+    /// Slices by the node they name (`nodeName`), and the others.
+    by_node: HashMap<String, Vec<usize>>,
+    shared: Vec<usize>,
+    /// Every slice of each pool, by (driver, pool).
+    pools: HashMap<(String, String), Vec<usize>>,
+    /// Counters used by the devices in use, by (driver, pool), counter
+    /// set and counter.
+    consumed: HashMap<(String, String), HashMap<String, HashMap<String, Nanos>>>,
+}
+
+impl Inputs {
+    pub fn new(
+        slices: Vec<Arc<SliceData>>,
+        classes: HashMap<String, Arc<Class>>,
+        in_use: HashSet<DeviceId>,
+        cel: Arc<cel::Cache>,
+    ) -> Self {
+        let mut by_node: HashMap<String, Vec<usize>> = HashMap::new();
+        let mut shared = Vec::new();
+        let mut pools: HashMap<(String, String), Vec<usize>> = HashMap::new();
+        let mut consumed: HashMap<(String, String), HashMap<String, HashMap<String, Nanos>>> =
+            HashMap::new();
+        for (i, sd) in slices.iter().enumerate() {
+            let s = &sd.slice;
+            match &s.scope {
+                NodeScope::Name(n) => by_node.entry(n.clone()).or_default().push(i),
+                _ => shared.push(i),
+            }
+            let pool = (s.driver.clone(), s.pool.clone());
+            pools.entry(pool.clone()).or_default().push(i);
+            for d in s.devices.iter().filter(|d| !d.consumes.is_empty()) {
+                if in_use.contains(&device_id(s, d)) {
+                    let sets = consumed.entry(pool.clone()).or_default();
+                    for (set, counters) in &d.consumes {
+                        let c = sets.entry(set.clone()).or_default();
+                        for (k, v) in counters {
+                            *c.entry(k.clone()).or_default() += v;
+                        }
+                    }
+                }
+            }
+        }
+        Self {
+            slices,
+            classes,
+            in_use,
+            cel,
+            by_node,
+            shared,
+            pools,
+            consumed,
+        }
+    }
+}
+
+/// Why an allocation could not be tried (upstream's Error status: the
+/// whole scheduling attempt fails).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct AllocError(pub String);
+
+/// What a node gives one claim.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClaimResult {
+    /// `status.allocation` to write (without `allocationTimestamp`).
+    pub allocation: Value,
+    pub devices: Vec<DeviceId>,
+    /// Score: `8 - i` for each prioritized-list request satisfied by its
+    /// `i`-th subrequest.
+    pub score: i64,
+}
+
+/// The outcome on one node.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// One result per claim, in the order given.
+    Allocated(Vec<ClaimResult>),
+    /// No solution (`invalid`: an invalid pool was among the candidates).
+    None { invalid: bool },
+}
+
+/// A pool as one node sees it.
+struct Pool {
+    driver: String,
+    name: String,
+    /// The slices of the pool that target the node, sorted by name.
+    slices: Vec<usize>,
+    incomplete: bool,
+    invalid: Option<String>,
+    /// Counter sets of the pool, by name.
+    counters: HashMap<String, CounterSet>,
+}
+
+/// Where a device is: pool, slice within the pool, device within the
+/// slice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+struct Loc {
+    pool: usize,
+    slice: usize,
+    device: usize,
+}
+
+/// Relevant slices of `node`, by pool, sorted by driver and pool name
+/// (upstream's `GatherPools`).
+fn gather(inputs: &Inputs, node: &Node) -> Vec<Pool> {
+    let mut relevant: BTreeMap<(String, String), Vec<usize>> = BTreeMap::new();
+    let candidates = inputs
+        .by_node
+        .get(&node.name)
+        .into_iter()
+        .flatten()
+        .chain(&inputs.shared);
+    for &i in candidates {
+        let s = &inputs.slices[i].slice;
+        let applies = match &s.scope {
+            NodeScope::PerDevice => s.devices.iter().any(|d| {
+                d.scope
+                    .as_ref()
+                    .is_some_and(|sc| sc.matches(&node.name, &node.labels))
+            }),
+            scope => scope.matches(&node.name, &node.labels),
+        };
+        if !applies {
+            continue;
+        }
+        let key = (s.driver.clone(), s.pool.clone());
+        let kept = relevant.entry(key).or_default();
+        match kept.first().map(|&k| inputs.slices[k].slice.generation) {
+            Some(g) if s.generation < g => {}
+            Some(g) if s.generation > g => *kept = vec![i],
+            _ => kept.push(i),
+        }
+    }
+    let mut out = Vec::new();
+    for ((driver, name), mut slices) in relevant {
+        let first = &inputs.slices[slices[0]].slice;
+        let (generation, count) = (first.generation, first.slice_count);
+        let all = inputs
+            .pools
+            .get(&(driver.clone(), name.clone()))
+            .cloned()
+            .unwrap_or_default();
+        let mut incomplete = false;
+        if slices.len() as i64 != count {
+            if all
+                .iter()
+                .any(|&i| inputs.slices[i].slice.generation > generation)
+            {
+                // Obsolete: a newer generation is being published.
+                continue;
+            }
+            let at_gen = all
+                .iter()
+                .filter(|&&i| inputs.slices[i].slice.generation == generation)
+                .count();
+            incomplete = at_gen as i64 != count;
+        }
+        slices.sort_by(|a, b| {
+            inputs.slices[*a]
+                .slice
+                .name
+                .cmp(&inputs.slices[*b].slice.name)
+        });
+        let mut counters = HashMap::new();
+        let mut invalid = None;
+        for &i in all
+            .iter()
+            .filter(|&&i| inputs.slices[i].slice.generation == generation)
+        {
+            for c in &inputs.slices[i].slice.counter_sets {
+                if counters.insert(c.name.clone(), c.clone()).is_some() {
+                    invalid.get_or_insert_with(|| format!("duplicate counter set name {}", c.name));
+                }
+            }
+        }
+        let mut names = HashSet::new();
+        for &i in &slices {
+            for d in &inputs.slices[i].slice.devices {
+                if !names.insert(d.name.as_str()) {
+                    invalid.get_or_insert_with(|| format!("duplicate device name {}", d.name));
+                }
+                for (set, cs) in &d.consumes {
+                    match counters.get(set) {
+                        None => {
+                            invalid.get_or_insert_with(|| format!("counter set {set} not found"));
+                        }
+                        Some(c) => {
+                            if let Some(k) = cs.keys().find(|k| !c.counters.contains_key(*k)) {
+                                invalid.get_or_insert_with(|| {
+                                    format!("counter {k} not found in counter set {set}")
+                                });
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        out.push(Pool {
+            driver,
+            name,
+            slices,
+            incomplete,
+            invalid,
+            counters,
+        });
+    }
+    out
+}
+
+/// One alternative of a request, ready to search.
+struct Alt<'a> {
+    exact: &'a Exact,
+    /// Class selectors, then the request's.
+    selectors: Vec<(Compiled, Source)>,
+    /// `All`: the devices, in search order.
+    all: Option<Vec<Loc>>,
+    count: usize,
+}
+
+#[derive(Clone, Copy)]
+enum Source {
+    Class(usize),
+    Claim(usize),
+}
+
+struct Req<'a> {
+    name: &'a str,
+    first_available: bool,
+    alts: Vec<Alt<'a>>,
+}
+
+struct ClaimReq<'a> {
+    claim: &'a Claim,
+    requests: Vec<Req<'a>>,
+}
+
+/// A device chosen for a claim.
+#[derive(Debug, Clone)]
+struct Chosen {
+    loc: Loc,
+    request: String,
+    admin: bool,
+}
+
+/// The search's state for one node.
+struct Search<'a> {
+    inputs: &'a Inputs,
+    node: &'a Node,
+    pools: Vec<Pool>,
+    claims: Vec<ClaimReq<'a>>,
+    /// Devices chosen in this attempt (any claim).
+    allocating: HashSet<Loc>,
+    /// Counters this attempt's devices consume, by pool and set.
+    consuming: HashMap<(usize, String), HashMap<String, Nanos>>,
+    results: Vec<Vec<Chosen>>,
+    /// The subrequest chosen per claim and request.
+    chosen_alt: Vec<Vec<Option<usize>>>,
+    /// Per claim constraint: the values of the devices added so far.
+    constraint_values: Vec<Vec<Vec<Attr>>>,
+    /// Selector verdicts: (device, claim, request, alternative).
+    verdicts: HashMap<(Loc, usize, usize, usize), bool>,
+    deadline: Option<Instant>,
+}
+
+impl<'a> Search<'a> {
+    fn slice(&self, loc: Loc) -> &'a SliceData {
+        let i = self.pools[loc.pool].slices[loc.slice];
+        &self.inputs.slices[i]
+    }
+
+    fn device(&self, loc: Loc) -> &'a Device {
+        &self.slice(loc).slice.devices[loc.device]
+    }
+
+    fn id(&self, loc: Loc) -> DeviceId {
+        device_id(&self.slice(loc).slice, self.device(loc))
+    }
+
+    /// Every device location, in search order, from `start`.
+    fn locations(&self, start: Loc) -> Vec<Loc> {
+        let mut out = Vec::new();
+        for (p, pool) in self.pools.iter().enumerate().skip(start.pool) {
+            if pool.incomplete || pool.invalid.is_some() {
+                continue;
+            }
+            for (s, &si) in pool.slices.iter().enumerate() {
+                if p == start.pool && s < start.slice {
+                    continue;
+                }
+                let n = self.inputs.slices[si].slice.devices.len();
+                let first = if p == start.pool && s == start.slice {
+                    start.device
+                } else {
+                    0
+                };
+                out.extend((first..n).map(|d| Loc {
+                    pool: p,
+                    slice: s,
+                    device: d,
+                }));
+            }
+        }
+        out
+    }
+
+    fn check_deadline(&self) -> Result<(), AllocError> {
+        if self.deadline.is_some_and(|d| Instant::now() >= d) {
+            return Err(AllocError(format!(
+                "node {}: timed out trying to allocate devices",
+                self.node.name
+            )));
+        }
+        Ok(())
+    }
+
+    /// Whether the device matches the alternative's selectors (and, with
+    /// per-device node selection, the node). CEL errors abort.
+    fn selectable(&mut self, loc: Loc, c: usize, r: usize, a: usize) -> Result<bool, AllocError> {
+        if let Some(v) = self.verdicts.get(&(loc, c, r, a)) {
+            return Ok(*v);
+        }
+        let sd = self.slice(loc);
+        let d = &sd.slice.devices[loc.device];
+        let mut ok = true;
+        if let NodeScope::PerDevice = sd.slice.scope {
+            ok = d
+                .scope
+                .as_ref()
+                .is_some_and(|s| s.matches(&self.node.name, &self.node.labels));
+        }
+        if ok {
+            let dv = &sd.cel[loc.device];
+            let alt = &self.claims[c].requests[r].alts[a];
+            for (program, source) in &alt.selectors {
+                let id = device_id(&sd.slice, d);
+                let name = |source: &Source| match source {
+                    Source::Class(i) => format!("class {}: selector #{i}", alt.exact.class),
+                    Source::Claim(i) => {
+                        format!("claim {}: selector #{i}", self.claims[c].claim.key())
+                    }
+                };
+                let program = match &**program {
+                    Ok(p) => p,
+                    Err(e) => {
+                        return Err(AllocError(format!(
+                            "{}: CEL compile error: {e}",
+                            name(source)
+                        )))
+                    }
+                };
+                let verdict = match dv.invalid() {
+                    Some(e) => Err(e.to_string()),
+                    None => cel::matches(program, dv),
+                };
+                match verdict {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        ok = false;
+                        break;
+                    }
+                    Err(e) => {
+                        return Err(AllocError(format!(
+                            "{} on device {id}: CEL runtime error: {e}",
+                            name(source)
+                        )))
+                    }
+                }
+            }
+        }
+        self.verdicts.insert((loc, c, r, a), ok);
+        Ok(ok)
+    }
+
+    fn in_use(&self, loc: Loc) -> bool {
+        self.allocating.contains(&loc) || self.inputs.in_use.contains(&self.id(loc))
+    }
+
+    /// Takes the device for claim `c`'s request (`must`: `All` mode, where
+    /// a constraint failure is an error). `Ok(false)`: it cannot be taken.
+    fn take(
+        &mut self,
+        loc: Loc,
+        c: usize,
+        r: usize,
+        a: usize,
+        must: bool,
+    ) -> Result<bool, AllocError> {
+        let alt = &self.claims[c].requests[r].alts[a];
+        let admin = alt.exact.admin_access;
+        let d = self.device(loc);
+        if admin {
+            if self.results[c].iter().any(|x| x.loc == loc) {
+                return Ok(false);
+            }
+        } else if self.in_use(loc) {
+            return Ok(false);
+        }
+        if !d.consumes.is_empty() && !self.counters_fit(loc) {
+            return Ok(false);
+        }
+        let tolerated = |t: &crate::model::dra::Taint| {
+            !matches!(t.effect.as_str(), "NoSchedule" | "NoExecute")
+                || alt.exact.tolerations.iter().any(|tol| tol.tolerates(t))
+        };
+        if !d.taints.iter().all(tolerated) {
+            return Ok(false);
+        }
+        let request = alt.exact.name.clone();
+        let parent = self.claims[c].requests[r].name;
+        let constraints = &self.claims[c].claim.constraints;
+        let mut added: Vec<usize> = Vec::new();
+        for (k, con) in constraints.iter().enumerate() {
+            if !applies(con, parent, &request) {
+                continue;
+            }
+            let value = d.attributes.get(&con.attribute);
+            let fits = match value {
+                None => false,
+                Some(v) => {
+                    let seen = &self.constraint_values[c][k];
+                    if con.distinct {
+                        !seen.contains(v)
+                    } else {
+                        seen.first().is_none_or(|first| first == v)
+                    }
+                }
+            };
+            if !fits {
+                for k in added {
+                    self.constraint_values[c][k].pop();
+                }
+                if must {
+                    return Err(AllocError(format!(
+                        "claim {}, request {request}: cannot add device {} because a claim constraint would not be satisfied",
+                        self.claims[c].claim.key(),
+                        self.id(loc)
+                    )));
+                }
+                return Ok(false);
+            }
+            if let Some(v) = value {
+                self.constraint_values[c][k].push(v.clone());
+                added.push(k);
+            }
+        }
+        if !admin {
+            self.allocating.insert(loc);
+        }
+        for (set, counters) in &d.consumes {
+            let used = self.consuming.entry((loc.pool, set.clone())).or_default();
+            for (k, v) in counters {
+                *used.entry(k.clone()).or_default() += v;
+            }
+        }
+        self.results[c].push(Chosen {
+            loc,
+            request,
+            admin,
+        });
+        Ok(true)
+    }
+
+    /// Undoes the last [`Search::take`] of claim `c`.
+    fn give_back(&mut self, c: usize, r: usize) {
+        let Some(chosen) = self.results[c].pop() else {
+            return;
+        };
+        let parent = self.claims[c].requests[r].name;
+        let d = self.device(chosen.loc);
+        for (k, con) in self.claims[c].claim.constraints.iter().enumerate() {
+            if applies(con, parent, &chosen.request) && d.attributes.contains_key(&con.attribute) {
+                self.constraint_values[c][k].pop();
+            }
+        }
+        if !chosen.admin {
+            self.allocating.remove(&chosen.loc);
+        }
+        for (set, counters) in &d.consumes {
+            if let Some(used) = self.consuming.get_mut(&(chosen.loc.pool, set.clone())) {
+                for (k, v) in counters {
+                    if let Some(x) = used.get_mut(k) {
+                        *x -= v;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Whether the pool's counters stay within their sets with this
+    /// device added: upstream checks every counter of the pool, so an
+    /// over-committed counter blocks every device that consumes counters.
+    fn counters_fit(&self, loc: Loc) -> bool {
+        let pool = &self.pools[loc.pool];
+        let d = self.device(loc);
+        let used_before = self
+            .inputs
+            .consumed
+            .get(&(pool.driver.clone(), pool.name.clone()));
+        for (set_name, set) in &pool.counters {
+            for (k, total) in &set.counters {
+                let mut used = used_before
+                    .and_then(|u| u.get(set_name))
+                    .and_then(|u| u.get(k))
+                    .copied()
+                    .unwrap_or(0);
+                used += self
+                    .consuming
+                    .get(&(loc.pool, set_name.clone()))
+                    .and_then(|u| u.get(k))
+                    .copied()
+                    .unwrap_or(0);
+                used += d
+                    .consumes
+                    .iter()
+                    .filter(|(s, _)| s == set_name)
+                    .filter_map(|(_, c)| c.get(k))
+                    .sum::<Nanos>();
+                if used > *total {
+                    return false;
+                }
+            }
+        }
+        true
+    }
+
+    /// Upstream's `allocateOne`: the first solution from (claim, request,
+    /// alternative, device index), devices at or after `start`.
+    fn search(
+        &mut self,
+        c: usize,
+        r: usize,
+        alt: Option<usize>,
+        n: usize,
+        start: Loc,
+    ) -> Result<bool, AllocError> {
+        self.check_deadline()?;
+        if c == self.claims.len() {
+            return Ok(true);
+        }
+        if r == self.claims[c].requests.len() {
+            return self.search(c + 1, 0, None, 0, Loc::default());
+        }
+        let Some(a) = alt else {
+            let alternatives = self.claims[c].requests[r].alts.len();
+            for a in 0..alternatives {
+                self.chosen_alt[c][r] = Some(a);
+                if self.search(c, r, Some(a), 0, Loc::default())? {
+                    return Ok(true);
+                }
+            }
+            self.chosen_alt[c][r] = None;
+            return Ok(false);
+        };
+        let (count, all) = {
+            let alt = &self.claims[c].requests[r].alts[a];
+            (alt.count, alt.all.clone())
+        };
+        if all.as_ref().is_some_and(Vec::is_empty) {
+            return Ok(false);
+        }
+        if n == count {
+            return self.search(c, r + 1, None, 0, Loc::default());
+        }
+        if count - n > MAX_RESULTS.saturating_sub(self.results[c].len()) {
+            return Ok(false);
+        }
+        if let Some(all) = all {
+            let loc = all[n];
+            if !self.take(loc, c, r, a, true)? {
+                return Ok(false);
+            }
+            if self.search(c, r, Some(a), n + 1, start)? {
+                return Ok(true);
+            }
+            self.give_back(c, r);
+            return Ok(false);
+        }
+        for loc in self.locations(start) {
+            let admin = self.claims[c].requests[r].alts[a].exact.admin_access;
+            if admin {
+                if self.results[c].iter().any(|x| x.loc == loc) {
+                    continue;
+                }
+            } else if self.in_use(loc) {
+                continue;
+            }
+            if !self.selectable(loc, c, r, a)? {
+                continue;
+            }
+            if !self.take(loc, c, r, a, false)? {
+                continue;
+            }
+            let next = Loc {
+                device: loc.device + 1,
+                ..loc
+            };
+            if self.search(c, r, Some(a), n + 1, next)? {
+                return Ok(true);
+            }
+            self.give_back(c, r);
+        }
+        Ok(false)
+    }
+}
+
+impl Default for Loc {
+    fn default() -> Self {
+        Self {
+            pool: 0,
+            slice: 0,
+            device: 0,
+        }
+    }
+}
+
+/// Whether constraint `con` covers the device of `request` (a subrequest
+/// counts as its parent).
+fn applies(con: &Constraint, parent: &str, request: &str) -> bool {
+    con.requests.is_empty() || con.requests.iter().any(|r| r == parent || r == request)
+}
+
+/// Allocates `claims` (in order) on `node`.
+pub fn allocate(
+    inputs: &Inputs,
+    node: &Node,
+    claims: &[&Claim],
+    deadline: Option<Instant>,
+) -> Result<Outcome, AllocError> {
+    let pools = gather(inputs, node);
+    let mut search = Search {
+        inputs,
+        node,
+        pools,
+        claims: Vec::new(),
+        allocating: HashSet::new(),
+        consuming: HashMap::new(),
+        results: vec![Vec::new(); claims.len()],
+        chosen_alt: claims
+            .iter()
+            .map(|c| vec![None; c.requests.len()])
+            .collect(),
+        constraint_values: claims
+            .iter()
+            .map(|c| vec![Vec::<Attr>::new(); c.constraints.len()])
+            .collect(),
+        verdicts: HashMap::new(),
+        deadline,
+    };
+    for (ci, claim) in claims.iter().enumerate() {
+        let req = prepare(&mut search, ci, claim)?;
+        search.claims.push(req);
+    }
+    // `All`: every matching device of the node's pools, found now.
+    for ci in 0..claims.len() {
+        for ri in 0..search.claims[ci].requests.len() {
+            for ai in 0..search.claims[ci].requests[ri].alts.len() {
+                if search.claims[ci].requests[ri].alts[ai].exact.mode == Mode::All {
+                    let all = all_devices(&mut search, ci, ri, ai)?;
+                    let alt = &mut search.claims[ci].requests[ri].alts[ai];
+                    alt.count = all.len();
+                    alt.all = Some(all);
+                }
+            }
+        }
+    }
+    for (ci, c) in search.claims.iter().enumerate() {
+        let min: usize = c
+            .requests
+            .iter()
+            .map(|r| r.alts.iter().map(|a| a.count).min().unwrap_or(0))
+            .sum();
+        if min > MAX_RESULTS {
+            return Err(AllocError(format!(
+                "claim {}, request {}: adding {min} devices exceeds the claim limit of {MAX_RESULTS}, with 0 already accounted for",
+                claims[ci].key(),
+                c.requests.first().map_or("", |r| r.name)
+            )));
+        }
+    }
+    if !search.search(0, 0, None, 0, Loc::default())? {
+        let invalid = search.pools.iter().any(|p| p.invalid.is_some());
+        return Ok(Outcome::None { invalid });
+    }
+    let results = (0..claims.len()).map(|ci| result(&search, ci)).collect();
+    Ok(Outcome::Allocated(results))
+}
+
+/// The claim's requests with their classes and compiled selectors.
+fn prepare<'a>(
+    search: &mut Search<'a>,
+    ci: usize,
+    claim: &'a Claim,
+) -> Result<ClaimReq<'a>, AllocError> {
+    let key = claim.key();
+    let mut requests = Vec::new();
+    for r in &claim.requests {
+        let mut alts = Vec::new();
+        for e in &r.alternatives {
+            if e.capacity_requests {
+                return Err(AllocError(format!(
+                    "claim {key}, request {}: capacity requests (consumable capacity) are not supported by this scheduler",
+                    e.name
+                )));
+            }
+            let class = search.inputs.classes.get(&e.class).ok_or_else(|| {
+                AllocError(format!(
+                    "claim {key}, request {}: could not retrieve device class {}: deviceclass.resource.k8s.io \"{}\" not found",
+                    e.name, e.class, e.class
+                ))
+            })?;
+            let mut selectors = Vec::new();
+            for (i, s) in class.selectors.iter().enumerate() {
+                selectors.push((search.inputs.cel.get(s), Source::Class(i)));
+            }
+            for (i, s) in e.selectors.iter().enumerate() {
+                selectors.push((search.inputs.cel.get(s), Source::Claim(i)));
+            }
+            let count = match e.mode {
+                Mode::ExactCount(n) if n < 0 || n as usize > MAX_RESULTS * 1024 => {
+                    return Err(AllocError(format!(
+                        "claim {key}, request {}: exact count {n} is too large",
+                        e.name
+                    )))
+                }
+                Mode::ExactCount(n) => n as usize,
+                Mode::All => 0,
+            };
+            alts.push(Alt {
+                exact: e,
+                selectors,
+                all: None,
+                count,
+            });
+        }
+        requests.push(Req {
+            name: &r.name,
+            first_available: r.first_available,
+            alts,
+        });
+    }
+    let _ = ci;
+    Ok(ClaimReq { claim, requests })
+}
+
+/// The devices an `All` request takes on this node.
+fn all_devices(search: &mut Search, c: usize, r: usize, a: usize) -> Result<Vec<Loc>, AllocError> {
+    let key = search.claims[c].claim.key();
+    let name = search.claims[c].requests[r].alts[a].exact.name.clone();
+    let mut out = Vec::new();
+    for p in 0..search.pools.len() {
+        let pool = &search.pools[p];
+        let id = format!("{}/{}", pool.driver, pool.name);
+        if pool.incomplete {
+            return Err(AllocError(format!(
+                "claim {key}, request {name}: asks for all devices, but resource pool {id} is currently being updated"
+            )));
+        }
+        if pool.invalid.is_some() {
+            return Err(AllocError(format!(
+                "claim {key}, request {name}: asks for all devices, but resource pool {id} is currently invalid"
+            )));
+        }
+        for s in 0..search.pools[p].slices.len() {
+            let n = search.inputs.slices[search.pools[p].slices[s]]
+                .slice
+                .devices
+                .len();
+            for d in 0..n {
+                let loc = Loc {
+                    pool: p,
+                    slice: s,
+                    device: d,
+                };
+                if search.selectable(loc, c, r, a)? {
+                    out.push(loc);
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The claim's `status.allocation`: results, config, node selector.
+fn result(search: &Search, ci: usize) -> ClaimResult {
+    let claim = &search.claims[ci];
+    let mut results = Vec::new();
+    let mut devices = Vec::new();
+    for ch in &search.results[ci] {
+        let sd = search.slice(ch.loc);
+        let d = &sd.slice.devices[ch.loc.device];
+        let alt = claim
+            .requests
+            .iter()
+            .flat_map(|r| &r.alts)
+            .find(|a| a.exact.name == ch.request);
+        let mut r = json!({
+            "request": ch.request,
+            "driver": sd.slice.driver,
+            "pool": sd.slice.pool,
+            "device": d.name,
+        });
+        if ch.admin {
+            r["adminAccess"] = json!(true);
+        }
+        if let Some(a) = alt.filter(|a| !a.exact.tolerations.is_empty()) {
+            r["tolerations"] =
+                Value::Array(a.exact.tolerations.iter().map(|t| t.raw.clone()).collect());
+        }
+        results.push(r);
+        devices.push(device_id(&sd.slice, d));
+    }
+    let mut score = 0;
+    for (ri, req) in claim.requests.iter().enumerate() {
+        if let (true, Some(i)) = (req.first_available, search.chosen_alt[ci][ri]) {
+            score += MAX_SUBREQUESTS - i as i64;
+        }
+    }
+    let mut allocation = json!({
+        "devices": {"results": results, "config": config(search, ci)},
+    });
+    if let Some(sel) = node_selector(search, ci) {
+        allocation["nodeSelector"] = sel;
+    }
+    ClaimResult {
+        allocation,
+        devices,
+        score,
+    }
+}
+
+/// Upstream's allocation config: each class's config once (with the
+/// requests that used the class), then the claim's own entries that
+/// apply; an entry covering every request has no `requests`.
+fn config(search: &Search, ci: usize) -> Value {
+    let claim = &search.claims[ci];
+    let mut out: Vec<Value> = Vec::new();
+    let mut class_entries: Vec<(String, usize, usize)> = Vec::new();
+    let mut names: Vec<String> = Vec::new();
+    for (ri, req) in claim.requests.iter().enumerate() {
+        let Some(ai) = search.chosen_alt[ci][ri].or((!req.first_available).then_some(0)) else {
+            continue;
+        };
+        let alt = &req.alts[ai];
+        names.push(alt.exact.name.clone());
+        let class = &search.inputs.classes[&alt.exact.class];
+        if let Some(&(_, start, len)) = class_entries.iter().find(|(c, _, _)| *c == class.name) {
+            for e in &mut out[start..start + len] {
+                if let Some(rs) = e["requests"].as_array_mut() {
+                    rs.push(json!(req.name));
+                }
+            }
+            continue;
+        }
+        let start = out.len();
+        for cfg in &class.config {
+            let mut e = cfg.clone();
+            e["source"] = json!("FromClass");
+            e["requests"] = json!([req.name]);
+            out.push(e);
+        }
+        class_entries.push((class.name.clone(), start, out.len() - start));
+    }
+    for cfg in &claim.claim.config {
+        let requests: Vec<String> = cfg["requests"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|v| v.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let wanted = requests.is_empty()
+            || requests
+                .iter()
+                .any(|r| claim.requests.iter().any(|q| q.name == r) || names.contains(r));
+        if wanted {
+            let mut e = cfg.clone();
+            e["source"] = json!("FromClaim");
+            out.push(e);
+        }
+    }
+    let all: Vec<&str> = claim.requests.iter().map(|r| r.name).collect();
+    for e in &mut out {
+        let covers = e["requests"].as_array().is_some_and(|rs| {
+            !rs.is_empty() && all.iter().all(|n| rs.iter().any(|v| v.as_str() == Some(n)))
+        });
+        if covers {
+            if let Some(o) = e.as_object_mut() {
+                o.remove("requests");
+            }
+        }
+    }
+    Value::Array(out)
+}
+
+/// Where the allocated devices can be used: the node itself when any is
+/// local to it (or binds to it), else the merged selectors of network
+/// devices, else anywhere (`None`).
+fn node_selector(search: &Search, ci: usize) -> Option<Value> {
+    let mut expressions: Vec<Value> = Vec::new();
+    let mut fields: Vec<Value> = Vec::new();
+    for ch in &search.results[ci] {
+        let sd = search.slice(ch.loc);
+        let d = &sd.slice.devices[ch.loc.device];
+        let scope = match (&sd.slice.scope, &d.scope) {
+            (NodeScope::PerDevice, Some(s)) => s,
+            (s, _) => s,
+        };
+        if matches!(scope, NodeScope::Name(_)) || d.binds_to_node {
+            return Some(json!({"nodeSelectorTerms": [{"matchFields": [
+                {"key": "metadata.name", "operator": "In", "values": [search.node.name]}
+            ]}]}));
+        }
+        if let NodeScope::Selector { raw, .. } = scope {
+            for term in raw {
+                for (list, key) in [
+                    (&mut expressions, "matchExpressions"),
+                    (&mut fields, "matchFields"),
+                ] {
+                    for e in term[key].as_array().into_iter().flatten() {
+                        if !list.contains(e) {
+                            list.push(e.clone());
+                        }
+                    }
+                }
+            }
+        }
+    }
+    if expressions.is_empty() && fields.is_empty() {
+        return None;
+    }
+    let mut term = serde_json::Map::new();
+    if !expressions.is_empty() {
+        term.insert("matchExpressions".into(), Value::Array(expressions));
+    }
+    if !fields.is_empty() {
+        term.insert("matchFields".into(), Value::Array(fields));
+    }
+    Some(json!({"nodeSelectorTerms": [Value::Object(term)]}))
+}

@@ -1,0 +1,542 @@
+//! DynamicResources: pods that ask for devices through ResourceClaims
+//! (`resource.k8s.io`), with kube-scheduler 1.37's semantics and messages
+//! (`pkg/scheduler/framework/plugins/dynamicresources`):
+//!
+//! - PreEnqueue: the pod waits, gated, until each of its claims exists (a
+//!   template's claim is made by kube-controller-manager and named in the
+//!   pod's status), is not being deleted and, when made from a template,
+//!   is owned by the pod.
+//! - PreFilter: an allocated claim restricts the pod to the allocation's
+//!   nodes; an unallocated one must not be in flight for another pod and
+//!   its device classes must exist. A pod without claims skips the plugin.
+//! - Filter: the structured allocator ([`allocator`]) finds devices for
+//!   the unallocated claims on the node (`cannot allocate all claims`);
+//!   a node outside an allocated claim's selector is
+//!   `resourceclaim not available on the node`. A CEL error fails the
+//!   attempt, as upstream.
+//! - PostFilter: a claim allocated for other nodes and reserved for nobody
+//!   (or only this pod) is deallocated so the next attempt can choose
+//!   again.
+//! - Score (weight 2): prioritized lists satisfied by earlier alternatives
+//!   score higher.
+//! - Reserve / Unreserve: the allocation is held in flight, so no other
+//!   pod's cycle takes its devices.
+//! - PreBind: a [`ClaimBinding`] step per claim to write: the finalizer,
+//!   `status.allocation` and the pod in `status.reservedFor` (the runtime's
+//!   binder writes them; `simulate` records them).
+
+pub mod allocator;
+pub mod cel;
+pub mod report;
+pub mod store;
+pub mod templates;
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use serde_json::Value;
+
+use crate::framework::handle::Handle;
+use crate::framework::objects::{object_key, ApiKind, ObjectEvent, PluginReport, StatusWrite};
+use crate::framework::status::default_normalize;
+use crate::framework::{
+    BindAction, CycleContext, CycleState, Decision, FilterPlugin, FilterRunner, Filtered,
+    InformerPlugin, NodeInfo, Plugin, PluginBundle, PluginError, PostFilterPlugin,
+    PostFilterResult, PreBindPlugin, PreEnqueuePlugin, PreFilterPlugin, Rejection, ReservePlugin,
+    ScorePlugin, Snapshot,
+};
+use crate::model::dra::{Claim, Consumer};
+use crate::model::Pod;
+
+use allocator::{ClaimResult, Outcome};
+pub use store::Store;
+
+pub const NAME: &str = "DynamicResources";
+
+const STATE_KEY: &str = "DynamicResources";
+
+/// Filter's reasons (upstream's, word for word).
+pub const CANNOT_ALLOCATE: &str = "cannot allocate all claims";
+pub const NOT_AVAILABLE: &str = "resourceclaim not available on the node";
+pub const INVALID_POOLS: &str = "invalid resource pools were encountered";
+
+/// Upstream's default `filterTimeout`.
+pub const DEFAULT_FILTER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A claim to write before binding (the runtime's binder executes it):
+/// the allocation (when this cycle made it, with the delete-protection
+/// finalizer) and the pod as a consumer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClaimBinding {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+    /// `status.allocation` to write; `None`: the claim is allocated
+    /// already and only the reservation is added.
+    pub allocation: Option<Value>,
+    pub pod_name: String,
+    pub pod_uid: String,
+}
+
+pub struct DynamicResources {
+    store: Arc<Store>,
+    filter_timeout: Option<Duration>,
+}
+
+impl Plugin for DynamicResources {
+    fn name(&self) -> &str {
+        NAME
+    }
+}
+
+/// A pod's claims, resolved: the claim object of each pod claim that has
+/// one, in order, or the first reason the pod must wait.
+fn resolve(store: &Store, pod: &Pod) -> Result<Vec<Arc<Claim>>, String> {
+    let mut out = Vec::new();
+    for pc in &pod.resource_claims {
+        let (name, owned) = match (&pc.claim, &pc.template) {
+            (Some(n), _) => (n.clone(), false),
+            (None, Some(_)) => match pod.claim_statuses.get(&pc.name) {
+                Some(Some(n)) => (n.clone(), true),
+                // Deliberately no claim.
+                Some(None) => continue,
+                None => {
+                    return Err(format!(
+                        "pod \"{}\": ResourceClaim not created yet",
+                        pod.key()
+                    ))
+                }
+            },
+            (None, None) => {
+                return Err(format!(
+                    "pod \"{}\", spec.resourceClaim {:?}: none of the supported fields are set",
+                    pod.key(),
+                    pc.name
+                ))
+            }
+        };
+        let key = format!("{}/{name}", pod.namespace);
+        let Some(claim) = store.claim(&key) else {
+            return Err(match store.invalid_claim(&key) {
+                Some(e) => format!("ResourceClaim {key} cannot be used: {e}"),
+                None => format!("could not find ResourceClaim \"{key}\""),
+            });
+        };
+        if claim.deleting {
+            return Err(format!("resourceclaim {name:?} is being deleted"));
+        }
+        if owned && claim.owner_uid.as_deref() != Some(pod.uid.as_str()) {
+            return Err(format!(
+                "ResourceClaim {key} was not created for Pod {} (Pod is not owner)",
+                pod.key()
+            ));
+        }
+        out.push(claim);
+    }
+    Ok(out)
+}
+
+impl PreEnqueuePlugin for DynamicResources {
+    fn pre_enqueue(&self, pod: &Pod) -> Result<(), String> {
+        if pod.resource_claims.is_empty() {
+            return Ok(());
+        }
+        resolve(&self.store, pod).map(|_| ())
+    }
+}
+
+/// The cycle's state: the claims, what restricts the nodes, the
+/// allocator's inputs, and each node's allocation once Filter found one.
+struct Prep {
+    claims: Vec<Arc<Claim>>,
+    /// Indexes of the claims to allocate.
+    to_allocate: Vec<usize>,
+    inputs: Option<Arc<allocator::Inputs>>,
+    /// Filter's results, by node.
+    results: Mutex<BTreeMap<String, Vec<ClaimResult>>>,
+    /// Claims allocated on nodes other than ones that were filtered out
+    /// (for PostFilter), by node.
+    unavailable: Mutex<BTreeMap<String, Vec<usize>>>,
+}
+
+impl PreFilterPlugin for DynamicResources {
+    fn pre_filter(
+        &self,
+        ctx: &CycleContext,
+        state: &mut CycleState,
+    ) -> Result<Decision, Rejection> {
+        if ctx.pod.resource_claims.is_empty() {
+            return Ok(Decision::Skip);
+        }
+        let claims = resolve(&self.store, ctx.pod).map_err(Rejection::unresolvable)?;
+        if claims.is_empty() {
+            return Ok(Decision::Skip);
+        }
+        let mut to_allocate = Vec::new();
+        for (i, c) in claims.iter().enumerate() {
+            if c.allocation.is_some() {
+                continue;
+            }
+            if self
+                .store
+                .in_flight(&c.uid)
+                .is_some_and(|f| f.pod_uid != ctx.pod.uid)
+            {
+                return Err(Rejection::unresolvable(format!(
+                    "resource claim {} is in the process of being allocated",
+                    c.key()
+                )));
+            }
+            for r in &c.requests {
+                for e in &r.alternatives {
+                    if self.store.class(&e.class).is_none() {
+                        return Err(Rejection::unresolvable(format!(
+                            "request {}: device class {} does not exist",
+                            e.name, e.class
+                        )));
+                    }
+                }
+            }
+            to_allocate.push(i);
+        }
+        let inputs = (!to_allocate.is_empty()).then(|| Arc::new(self.store.inputs()));
+        state.write(
+            STATE_KEY,
+            Arc::new(Prep {
+                claims,
+                to_allocate,
+                inputs,
+                results: Mutex::new(BTreeMap::new()),
+                unavailable: Mutex::new(BTreeMap::new()),
+            }),
+        );
+        Ok(Decision::Run)
+    }
+}
+
+impl FilterPlugin for DynamicResources {
+    fn filter(
+        &self,
+        ctx: &CycleContext,
+        state: &CycleState,
+        node: &NodeInfo,
+    ) -> Result<(), Rejection> {
+        let Some(prep) = state.read::<Arc<Prep>>(STATE_KEY) else {
+            return Ok(());
+        };
+        let n = &node.node;
+        let unavailable: Vec<usize> = prep
+            .claims
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| {
+                c.allocation
+                    .as_ref()
+                    .and_then(|a| a.node_selector.as_ref())
+                    .is_some_and(|terms| !terms.iter().any(|t| t.matches(&n.name, &n.labels)))
+            })
+            .map(|(i, _)| i)
+            .collect();
+        if let Some(inputs) = &prep.inputs {
+            let claims: Vec<&Claim> = prep.to_allocate.iter().map(|&i| &*prep.claims[i]).collect();
+            let deadline = self.filter_timeout.map(|t| Instant::now() + t);
+            match allocator::allocate(inputs, n, &claims, deadline) {
+                Err(e) => return Err(Rejection::error(e.0)),
+                Ok(Outcome::None { invalid }) => {
+                    return Err(Rejection::unresolvable(if invalid {
+                        INVALID_POOLS
+                    } else {
+                        CANNOT_ALLOCATE
+                    }))
+                }
+                Ok(Outcome::Allocated(results)) => {
+                    prep.results.lock().insert(n.name.clone(), results);
+                }
+            }
+        }
+        if !unavailable.is_empty() {
+            prep.unavailable.lock().insert(n.name.clone(), unavailable);
+            return Err(Rejection::unresolvable(NOT_AVAILABLE));
+        }
+        let _ = ctx;
+        Ok(())
+    }
+}
+
+impl PostFilterPlugin for DynamicResources {
+    fn post_filter(
+        &self,
+        ctx: &CycleContext,
+        state: &CycleState,
+        _filtered: &Filtered,
+        _runner: &dyn FilterRunner,
+    ) -> Result<PostFilterResult, PluginError> {
+        let Some(prep) = state.read::<Arc<Prep>>(STATE_KEY) else {
+            return Ok(PostFilterResult::Unschedulable(String::new()));
+        };
+        let candidates: HashSet<usize> = prep
+            .unavailable
+            .lock()
+            .values()
+            .flatten()
+            .copied()
+            .collect();
+        let mut candidates: Vec<usize> = candidates.into_iter().collect();
+        candidates.sort_unstable();
+        for i in candidates {
+            let c = &prep.claims[i];
+            let only_this = match c.reserved_for.as_slice() {
+                [] => true,
+                [one] => one.uid == ctx.pod.uid,
+                _ => false,
+            };
+            if only_this {
+                self.store.deallocate(c);
+                return Ok(PostFilterResult::Unschedulable(
+                    "deallocation of ResourceClaim completed".into(),
+                ));
+            }
+        }
+        Ok(PostFilterResult::Unschedulable(String::new()))
+    }
+}
+
+impl ScorePlugin for DynamicResources {
+    fn score(
+        &self,
+        _ctx: &CycleContext,
+        state: &CycleState,
+        node: &NodeInfo,
+    ) -> Result<i64, PluginError> {
+        let Some(prep) = state.read::<Arc<Prep>>(STATE_KEY) else {
+            return Ok(0);
+        };
+        Ok(prep
+            .results
+            .lock()
+            .get(node.name())
+            .map_or(0, |r| r.iter().map(|c| c.score).sum()))
+    }
+
+    fn normalize(
+        &self,
+        _ctx: &CycleContext,
+        _state: &CycleState,
+        _nodes: &[&NodeInfo],
+        scores: &mut [i64],
+    ) -> Result<Decision, PluginError> {
+        default_normalize(scores, false);
+        Ok(Decision::Run)
+    }
+}
+
+impl ReservePlugin for DynamicResources {
+    fn reserve(
+        &self,
+        ctx: &CycleContext,
+        state: &mut CycleState,
+        node: &NodeInfo,
+    ) -> Result<(), PluginError> {
+        let Some(prep) = state.read::<Arc<Prep>>(STATE_KEY).cloned() else {
+            return Ok(());
+        };
+        if prep.to_allocate.is_empty() {
+            return Ok(());
+        }
+        let results = prep.results.lock().get(node.name()).cloned();
+        let Some(results) = results else {
+            return Err(PluginError("claim allocation not found for node".into()));
+        };
+        for (&i, r) in prep.to_allocate.iter().zip(&results) {
+            let c = &prep.claims[i];
+            if !self.store.reserve(c, &ctx.pod.uid, r.devices.clone()) {
+                self.store.unreserve(&ctx.pod.uid);
+                return Err(PluginError(format!(
+                    "resource claim {} is in the process of being allocated",
+                    c.key()
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    fn unreserve(&self, pod: &Pod, _state: &CycleState, _node: &str) {
+        self.store.unreserve(&pod.uid);
+    }
+}
+
+impl PreBindPlugin for DynamicResources {
+    fn pre_bind(
+        &self,
+        pod: &Pod,
+        state: &CycleState,
+        node: &str,
+    ) -> Result<Vec<BindAction>, PluginError> {
+        let Some(prep) = state.read::<Arc<Prep>>(STATE_KEY) else {
+            return Ok(Vec::new());
+        };
+        let results = prep.results.lock().get(node).cloned().unwrap_or_default();
+        let mut actions = Vec::new();
+        for (i, c) in prep.claims.iter().enumerate() {
+            let allocation = prep
+                .to_allocate
+                .iter()
+                .position(|&k| k == i)
+                .and_then(|k| results.get(k))
+                .map(|r| r.allocation.clone());
+            if allocation.is_none() && c.reserved_for_pod(&pod.uid) {
+                continue;
+            }
+            actions.push(BindAction::plugin(ClaimBinding {
+                namespace: c.namespace.clone(),
+                name: c.name.clone(),
+                uid: c.uid.clone(),
+                allocation,
+                pod_name: pod.name.clone(),
+                pod_uid: pod.uid.clone(),
+            }));
+        }
+        Ok(actions)
+    }
+
+    fn simulate(&self, actions: &[BindAction], _snapshot: &Snapshot) {
+        for b in actions.iter().filter_map(BindAction::get::<ClaimBinding>) {
+            let consumer = Consumer {
+                name: b.pod_name.clone(),
+                uid: b.pod_uid.clone(),
+                resource: "pods".into(),
+            };
+            let key = format!("{}/{}", b.namespace, b.name);
+            self.store
+                .record_allocation(&key, b.allocation.as_ref(), consumer);
+        }
+    }
+}
+
+impl InformerPlugin for DynamicResources {
+    fn kinds(&self) -> &'static [ApiKind] {
+        &[
+            store::DEVICE_CLASS,
+            store::RESOURCE_SLICE,
+            store::RESOURCE_CLAIM,
+        ]
+    }
+
+    fn object_event(&self, kind: &ApiKind, event: ObjectEvent<'_>) -> bool {
+        match event {
+            ObjectEvent::Applied { version, object } => {
+                let key = object_key(kind, object);
+                self.store.apply(kind, version, object, &key);
+            }
+            ObjectEvent::Deleted(key) => self.store.delete(kind, key),
+            ObjectEvent::Relisted(seen) => self.store.retain(kind, seen),
+        }
+        // A new class, slice or claim state may let pods in.
+        true
+    }
+
+    fn status_writes(&self) -> Vec<StatusWrite> {
+        self.store.take_writes()
+    }
+
+    fn report(&self, _snapshot: &Snapshot) -> Option<PluginReport> {
+        report::plugin_report(&self.store)
+    }
+
+    fn reset(&self) {
+        self.store.reset();
+    }
+}
+
+/// Checks a manifest's DRA object of `kind`: its key, or the field at
+/// fault and why.
+fn check(kind: &'static ApiKind, object: &Value) -> Result<String, String> {
+    let key = object_key(kind, object);
+    let version = object["apiVersion"]
+        .as_str()
+        .and_then(|v| v.rsplit('/').next())
+        .unwrap_or("v1");
+    let store = Store::default();
+    store.apply(kind, version, object, &key);
+    match store.invalid(kind, &key) {
+        Some(e) => Err(e),
+        None => Ok(key),
+    }
+}
+
+/// A manifest's DeviceClass (the registry's check).
+pub fn check_class(object: &Value) -> Result<String, String> {
+    check(&store::DEVICE_CLASS, object)
+}
+
+/// A manifest's ResourceSlice.
+pub fn check_slice(object: &Value) -> Result<String, String> {
+    check(&store::RESOURCE_SLICE, object)
+}
+
+/// A manifest's ResourceClaim.
+pub fn check_claim(object: &Value) -> Result<String, String> {
+    check(&store::RESOURCE_CLAIM, object)
+}
+
+/// A manifest's ResourceClaimTemplate (its spec is a claim's).
+pub fn check_template(object: &Value) -> Result<String, String> {
+    let kind = &store::RESOURCE_CLAIM_TEMPLATE;
+    let key = object_key(kind, object);
+    let version = object["apiVersion"]
+        .as_str()
+        .and_then(|v| v.rsplit('/').next())
+        .unwrap_or("v1");
+    let v1 = crate::model::dra::to_v1(kind.kind, version, object.clone());
+    let claim = serde_json::json!({"metadata": {"name": "template", "namespace": "default"}, "spec": v1["spec"]["spec"]});
+    check(&store::RESOURCE_CLAIM, &claim)
+        .map(|_| key)
+        .map_err(|e| format!("spec.{e}"))
+}
+
+/// The registry's factory. Every profile shares one store.
+pub fn new(args: Option<&Value>, handle: &Handle) -> Result<PluginBundle, String> {
+    let filter_timeout = parse_args(args)?;
+    let p = Arc::new(DynamicResources {
+        store: handle.shared::<Store>(),
+        filter_timeout,
+    });
+    Ok(PluginBundle::new(p.clone())
+        .with_pre_enqueue(&p)
+        .with_pre_filter(&p)
+        .with_filter(&p)
+        .with_post_filter(&p)
+        .with_score(&p)
+        .with_reserve(&p)
+        .with_pre_bind(&p)
+        .with_informer(&p))
+}
+
+/// Upstream's `DynamicResourcesArgs`: `filterTimeout` (a duration; `0s`
+/// turns the bound off).
+fn parse_args(args: Option<&Value>) -> Result<Option<Duration>, String> {
+    let Some(obj) = super::helpers::args_object(NAME, args)? else {
+        return Ok(Some(DEFAULT_FILTER_TIMEOUT));
+    };
+    super::helpers::reject_unknown(
+        &obj,
+        &["filterTimeout", "bindingTimeout"],
+        &format!("{NAME} args: "),
+    )?;
+    match obj.get("filterTimeout") {
+        None => Ok(Some(DEFAULT_FILTER_TIMEOUT)),
+        Some(Value::String(s)) => {
+            let d = humantime::parse_duration(s)
+                .map_err(|e| format!("{NAME} args: filterTimeout: invalid duration {s:?}: {e}"))?;
+            Ok((!d.is_zero()).then_some(d))
+        }
+        Some(other) => Err(format!(
+            "{NAME} args: filterTimeout: expected a duration string like \"10s\", got {}",
+            super::helpers::json_type(other)
+        )),
+    }
+}

@@ -1,0 +1,329 @@
+//! What DynamicResources knows of the cluster's DRA objects: DeviceClasses,
+//! ResourceSlices and ResourceClaims as the API shows them, plus the
+//! allocations reserved in this scheduler's cycles and not yet written
+//! ("in flight", upstream's assume cache), so that no device is handed out
+//! twice. One per scheduler (every profile's plugin shares it).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use serde_json::Value;
+
+use super::allocator::{DeviceId, Inputs, SliceData};
+use super::cel;
+use crate::framework::objects::{ApiKind, StatusWrite};
+use crate::model::dra::{self, Claim, Class, Slice};
+
+/// The versions read, preferred first (1.34+ serves `v1`; 1.32 and 1.33
+/// serve the betas).
+pub const VERSIONS: &[&str] = &["v1", "v1beta2", "v1beta1"];
+
+const HINT: &str = "is resource.k8s.io served? Kubernetes 1.34+, or the beta APIs enabled";
+
+pub const DEVICE_CLASS: ApiKind = ApiKind {
+    group: dra::GROUP,
+    versions: VERSIONS,
+    kind: "DeviceClass",
+    plural: "deviceclasses",
+    namespaced: false,
+    hint: HINT,
+};
+
+pub const RESOURCE_SLICE: ApiKind = ApiKind {
+    group: dra::GROUP,
+    versions: VERSIONS,
+    kind: "ResourceSlice",
+    plural: "resourceslices",
+    namespaced: false,
+    hint: HINT,
+};
+
+pub const RESOURCE_CLAIM: ApiKind = ApiKind {
+    group: dra::GROUP,
+    versions: VERSIONS,
+    kind: "ResourceClaim",
+    plural: "resourceclaims",
+    namespaced: true,
+    hint: HINT,
+};
+
+/// Templates of claims (kube-controller-manager makes a claim of one for
+/// each pod that names it; `simulate` does the same, see
+/// [`super::templates`]).
+pub const RESOURCE_CLAIM_TEMPLATE: ApiKind = ApiKind {
+    group: dra::GROUP,
+    versions: VERSIONS,
+    kind: "ResourceClaimTemplate",
+    plural: "resourceclaimtemplates",
+    namespaced: true,
+    hint: HINT,
+};
+
+/// An allocation reserved in a cycle, not yet seen in the claim's status.
+#[derive(Debug, Clone)]
+pub struct InFlight {
+    pub claim: String,
+    pub pod_uid: String,
+    pub devices: Vec<DeviceId>,
+}
+
+#[derive(Default)]
+struct Inner {
+    classes: HashMap<String, Arc<Class>>,
+    slices: BTreeMap<String, Arc<SliceData>>,
+    claims: HashMap<String, Arc<Claim>>,
+    /// Objects that could not be read, by kind and key, with why.
+    invalid: HashMap<(&'static str, String), String>,
+    /// By claim uid.
+    in_flight: HashMap<String, InFlight>,
+    /// Statuses to write (PostFilter's deallocations).
+    writes: Vec<StatusWrite>,
+}
+
+/// The store.
+#[derive(Default)]
+pub struct Store {
+    inner: Mutex<Inner>,
+    pub cel: Arc<cel::Cache>,
+}
+
+/// Reads an object of `kind` at `version` into the `v1` shape.
+fn decode<T: serde::de::DeserializeOwned>(
+    kind: &str,
+    version: &str,
+    object: &Value,
+) -> Result<T, String> {
+    let v1 = dra::to_v1(kind, version, object.clone());
+    serde_path_to_error::deserialize(v1).map_err(|e| {
+        let path = e.path().to_string();
+        format!("{path}: {}", e.into_inner())
+    })
+}
+
+impl Store {
+    /// A DeviceClass, ResourceSlice or ResourceClaim as the API shows it.
+    pub fn apply(&self, kind: &ApiKind, version: &str, object: &Value, key: &str) {
+        let mut inner = self.inner.lock();
+        let parsed: Result<(), String> = match kind.kind {
+            "DeviceClass" => decode(kind.kind, version, object)
+                .and_then(|c| Class::from_api(&c))
+                .map(|c| {
+                    inner.classes.insert(key.to_string(), Arc::new(c));
+                }),
+            "ResourceSlice" => decode(kind.kind, version, object)
+                .and_then(|s| Slice::from_api(&s))
+                .map(|s| {
+                    inner
+                        .slices
+                        .insert(key.to_string(), Arc::new(SliceData::new(s)));
+                }),
+            "ResourceClaim" => decode(kind.kind, version, object)
+                .and_then(|c| Claim::from_api(&c))
+                .map(|c| {
+                    // Written (or allocated elsewhere): no longer in flight.
+                    if c.allocation.is_some() {
+                        inner.in_flight.remove(&c.uid);
+                    }
+                    inner.claims.insert(key.to_string(), Arc::new(c));
+                }),
+            _ => Ok(()),
+        };
+        let slot = (kind.kind, key.to_string());
+        match parsed {
+            Ok(()) => {
+                inner.invalid.remove(&slot);
+            }
+            Err(e) => {
+                tracing::warn!(kind = kind.kind, object = %key, error = %e, "DRA object cannot be used");
+                inner.invalid.insert(slot, e);
+                self.forget_locked(&mut inner, kind, key);
+            }
+        }
+    }
+
+    /// An object was deleted.
+    pub fn delete(&self, kind: &ApiKind, key: &str) {
+        let mut inner = self.inner.lock();
+        inner.invalid.remove(&(kind.kind, key.to_string()));
+        self.forget_locked(&mut inner, kind, key);
+    }
+
+    fn forget_locked(&self, inner: &mut Inner, kind: &ApiKind, key: &str) {
+        match kind.kind {
+            "DeviceClass" => {
+                inner.classes.remove(key);
+            }
+            "ResourceSlice" => {
+                inner.slices.remove(key);
+            }
+            "ResourceClaim" => {
+                if let Some(c) = inner.claims.remove(key) {
+                    inner.in_flight.remove(&c.uid);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// After a relist of `kind`: the keys not `seen` are gone.
+    pub fn retain(&self, kind: &ApiKind, seen: &HashSet<String>) {
+        let keys: Vec<String> = {
+            let inner = self.inner.lock();
+            match kind.kind {
+                "DeviceClass" => inner.classes.keys().cloned().collect(),
+                "ResourceSlice" => inner.slices.keys().cloned().collect(),
+                "ResourceClaim" => inner.claims.keys().cloned().collect(),
+                _ => Vec::new(),
+            }
+        };
+        for k in keys.iter().filter(|k| !seen.contains(*k)) {
+            self.delete(kind, k);
+        }
+    }
+
+    pub fn claim(&self, key: &str) -> Option<Arc<Claim>> {
+        self.inner.lock().claims.get(key).cloned()
+    }
+
+    /// Why the claim `key` cannot be used, if it was seen and rejected.
+    pub fn invalid_claim(&self, key: &str) -> Option<String> {
+        self.invalid(&RESOURCE_CLAIM, key)
+    }
+
+    /// Why the object `key` of `kind` cannot be used, if it was seen and
+    /// rejected.
+    pub fn invalid(&self, kind: &ApiKind, key: &str) -> Option<String> {
+        self.inner
+            .lock()
+            .invalid
+            .get(&(kind.kind, key.to_string()))
+            .cloned()
+    }
+
+    pub fn class(&self, name: &str) -> Option<Arc<Class>> {
+        self.inner.lock().classes.get(name).cloned()
+    }
+
+    /// The claim's allocation in flight, if one is.
+    pub fn in_flight(&self, claim_uid: &str) -> Option<InFlight> {
+        self.inner.lock().in_flight.get(claim_uid).cloned()
+    }
+
+    /// Reserves `devices` for the claim (Reserve). False when another pod
+    /// reserved it first.
+    pub fn reserve(&self, claim: &Claim, pod_uid: &str, devices: Vec<DeviceId>) -> bool {
+        let mut inner = self.inner.lock();
+        if let Some(f) = inner.in_flight.get(&claim.uid) {
+            return f.pod_uid == pod_uid;
+        }
+        inner.in_flight.insert(
+            claim.uid.clone(),
+            InFlight {
+                claim: claim.key(),
+                pod_uid: pod_uid.to_string(),
+                devices,
+            },
+        );
+        true
+    }
+
+    /// Gives back what `pod_uid` reserved (Unreserve).
+    pub fn unreserve(&self, pod_uid: &str) {
+        self.inner
+            .lock()
+            .in_flight
+            .retain(|_, f| f.pod_uid != pod_uid);
+    }
+
+    /// Applies an allocation where no API server writes it (`simulate`):
+    /// the claim is allocated and reserved for the pod, as PreBind's
+    /// write would make it.
+    pub fn record_allocation(&self, key: &str, allocation: Option<&Value>, pod: dra::Consumer) {
+        let mut inner = self.inner.lock();
+        let Some(c) = inner.claims.get(key) else {
+            return;
+        };
+        let mut c = (**c).clone();
+        if let Some(a) = allocation {
+            if let Ok(result) = serde_json::from_value::<
+                k8s_openapi::api::resource::v1::AllocationResult,
+            >(a.clone())
+            {
+                let as_claim = k8s_openapi::api::resource::v1::ResourceClaim {
+                    status: Some(k8s_openapi::api::resource::v1::ResourceClaimStatus {
+                        allocation: Some(result),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                };
+                if let Ok(parsed) = Claim::from_api(&as_claim) {
+                    c.allocation = parsed.allocation;
+                }
+            }
+            if !c.finalizers.iter().any(|f| f == dra::DELETE_PROTECTION) {
+                c.finalizers.push(dra::DELETE_PROTECTION.into());
+            }
+        }
+        if !c.reserved_for_pod(&pod.uid) {
+            c.reserved_for.push(pod);
+        }
+        inner.in_flight.remove(&c.uid);
+        inner.claims.insert(key.to_string(), Arc::new(c));
+    }
+
+    /// Deallocates a claim reserved for nobody (PostFilter): at once here,
+    /// and as a status write for the API.
+    pub fn deallocate(&self, claim: &Claim) {
+        let mut inner = self.inner.lock();
+        let mut c = claim.clone();
+        c.allocation = None;
+        c.reserved_for.clear();
+        inner.claims.insert(claim.key(), Arc::new(c));
+        inner.writes.push(StatusWrite {
+            kind: RESOURCE_CLAIM,
+            namespace: claim.namespace.clone(),
+            name: claim.name.clone(),
+            status: serde_json::json!({"allocation": null, "reservedFor": null, "devices": null}),
+        });
+    }
+
+    pub fn take_writes(&self) -> Vec<StatusWrite> {
+        std::mem::take(&mut self.inner.lock().writes)
+    }
+
+    /// The allocator's inputs: every slice and class, and the devices in
+    /// use (allocated outside admin access, or in flight).
+    pub fn inputs(&self) -> Inputs {
+        let inner = self.inner.lock();
+        let mut in_use: HashSet<DeviceId> = HashSet::new();
+        for c in inner.claims.values() {
+            for r in c.allocation.iter().flat_map(|a| &a.results) {
+                if !r.admin_access {
+                    in_use.insert(r.id());
+                }
+            }
+        }
+        for f in inner.in_flight.values() {
+            in_use.extend(f.devices.iter().cloned());
+        }
+        Inputs::new(
+            inner.slices.values().cloned().collect(),
+            inner.classes.clone(),
+            in_use,
+            self.cel.clone(),
+        )
+    }
+
+    /// Every claim with its allocation, by key (reports).
+    pub fn claims(&self) -> Vec<Arc<Claim>> {
+        let mut v: Vec<Arc<Claim>> = self.inner.lock().claims.values().cloned().collect();
+        v.sort_by_key(|c| c.key());
+        v
+    }
+
+    /// Forgets everything (a new simulation).
+    pub fn reset(&self) {
+        *self.inner.lock() = Inner::default();
+    }
+}
