@@ -13,6 +13,7 @@ mod common;
 mod oci;
 
 use std::path::Path;
+use std::process::Command;
 use std::sync::Arc;
 
 use oci::*;
@@ -558,4 +559,157 @@ fn an_unreachable_registry_is_retried_then_reported() {
     );
     // Two pauses of 0.5 s and 1 s (±25%) before giving up.
     assert!(run.seconds > 1.1, "{} s", run.seconds);
+}
+
+/// The `config.yaml` of the chart's rendered configuration ConfigMap, with
+/// the pod's mount points moved under `root` (the credentials Secret and
+/// the CA ConfigMap as the kubelet would mount them there).
+fn chart_config(rendered: &str, root: &Path) -> String {
+    let start = rendered
+        .find("  config.yaml: |\n")
+        .expect("a config.yaml key")
+        + "  config.yaml: |\n".len();
+    rendered[start..]
+        .lines()
+        .take_while(|l| l.starts_with("    ") || l.is_empty())
+        .map(|l| l.strip_prefix("    ").unwrap_or(l))
+        .collect::<Vec<_>>()
+        .join("\n")
+        .replace("/etc/wasmsched/", &format!("{}/", root.display()))
+        .replace(
+            "/var/cache/wasmsched",
+            &root.join("cache").display().to_string(),
+        )
+}
+
+/// The Helm chart's `plugins[].oci` and `pluginRegistry`: the rendered
+/// Deployment mounts the docker-config Secret and the CA ConfigMap, and
+/// the rendered configuration, with those files where the mounts put them,
+/// pulls GpuTopology from the registry that requires the credentials and
+/// schedules the example as the built-in does.
+#[test]
+fn the_charts_oci_plugin_pulls_with_the_secrets_credentials() {
+    let r = registries();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("gpu.wasm");
+    std::fs::write(&file, variant(&gpu_component(), &unique("chart"))).unwrap();
+    let repo = unique("policies/chart");
+    let push = wasmsched(&[
+        "plugin",
+        "push",
+        file.to_str().unwrap(),
+        &format!("{}/{repo}", r.auth),
+        "--credentials",
+        r.auth_config.to_str().unwrap(),
+        "--ca-file",
+        r.ca.to_str().unwrap(),
+    ]);
+    assert!(push.success, "{}{}", push.stdout, push.stderr);
+    let pinned = push
+        .field("pin it")
+        .strip_prefix("path: ")
+        .unwrap()
+        .to_string();
+    let helm = Command::new(common::repo_root().join("scripts/test-servers"))
+        .arg("helm")
+        .output()
+        .expect("scripts/test-servers helm");
+    assert!(
+        helm.status.success(),
+        "{}",
+        String::from_utf8_lossy(&helm.stderr)
+    );
+    let helm = String::from_utf8_lossy(&helm.stdout).trim().to_string();
+    let chart = common::repo_root().join("deploy/chart/wasmsched");
+    let values = write(
+        dir.path(),
+        "values.yaml",
+        &format!(
+            "builtinPlugins:\n- {{name: NetworkLocality, failurePolicy: Ignore}}\n\
+             plugins:\n- {{name: GpuTopology, oci: \"{pinned}\", failurePolicy: Fail}}\n\
+             pluginRegistry:\n  secretName: registry-creds\n  caConfigMap: registry-ca\n  timeout: 10s\n  retries: 1\n"
+        ),
+    );
+    let template = |values: &[&str]| {
+        let mut cmd = Command::new(&helm);
+        cmd.args(["template", "wasmsched", chart.to_str().unwrap()]);
+        for v in values {
+            cmd.args(["--values", v]);
+        }
+        let out = cmd.output().expect("helm template");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let rendered = template(&[&values]);
+    for want in [
+        "secretName: registry-creds",
+        "- {key: .dockerconfigjson, path: .dockerconfigjson}",
+        "mountPath: /etc/wasmsched/registry\n",
+        "name: registry-ca\n",
+        "mountPath: /etc/wasmsched/registry-ca\n",
+        "credentialsFile: /etc/wasmsched/registry/.dockerconfigjson",
+        "caFile: /etc/wasmsched/registry-ca/ca.crt",
+        &format!("path: {pinned}"),
+    ] {
+        assert!(
+            rendered.contains(want),
+            "{want:?} not in the rendered chart:\n{rendered}"
+        );
+    }
+    // The mounts, as the kubelet would make them.
+    let root = dir.path().join("etc");
+    std::fs::create_dir_all(root.join("registry")).unwrap();
+    std::fs::create_dir_all(root.join("registry-ca")).unwrap();
+    std::fs::copy(&r.auth_config, root.join("registry/.dockerconfigjson")).unwrap();
+    std::fs::copy(&r.ca, root.join("registry-ca/ca.crt")).unwrap();
+    let config = write(
+        dir.path(),
+        "chart-oci.yaml",
+        &chart_config(&rendered, &root),
+    );
+    let builtin = write(
+        dir.path(),
+        "chart-builtin.yaml",
+        &chart_config(&template(&[]), &root),
+    );
+    let example = common::gpu_example();
+    let simulate = |config: &str| {
+        let run = wasmsched(&[
+            "simulate",
+            example.to_str().unwrap(),
+            "--config",
+            config,
+            "--output",
+            "json",
+        ]);
+        assert!(run.success, "{config}: {}", run.stderr);
+        run.stdout
+    };
+    assert_eq!(simulate(&config), simulate(&builtin));
+    // An entry with both a file and an artifact is refused by the chart.
+    let both = write(
+        dir.path(),
+        "both.yaml",
+        &format!("plugins:\n- {{name: X, file: x.wasm, base64: AA==, oci: \"{pinned}\"}}\n"),
+    );
+    let out = Command::new(&helm)
+        .args([
+            "template",
+            "wasmsched",
+            chart.to_str().unwrap(),
+            "--values",
+            &both,
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("plugins[X]: oci names the component"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
