@@ -582,6 +582,61 @@ fn chart_config(rendered: &str, root: &Path) -> String {
         )
 }
 
+/// `helm template` of the chart with `values` files: the manifests, or
+/// helm's error.
+fn helm_template(values: &[&str]) -> Result<String, String> {
+    let helm = Command::new(common::repo_root().join("scripts/test-servers"))
+        .arg("helm")
+        .output()
+        .expect("scripts/test-servers helm");
+    assert!(
+        helm.status.success(),
+        "{}",
+        String::from_utf8_lossy(&helm.stderr)
+    );
+    let chart = common::repo_root().join("deploy/chart/wasmsched");
+    let mut cmd = Command::new(String::from_utf8_lossy(&helm.stdout).trim());
+    cmd.args(["template", "wasmsched", chart.to_str().unwrap()]);
+    for v in values {
+        cmd.args(["--values", v]);
+    }
+    let out = cmd.output().expect("helm template");
+    if out.status.success() {
+        Ok(String::from_utf8(out.stdout).unwrap())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).into_owned())
+    }
+}
+
+/// An entry with both a file and an artifact is refused by the chart.
+#[test]
+fn the_chart_refuses_a_plugin_with_a_file_and_an_artifact() {
+    let dir = tempfile::tempdir().unwrap();
+    let digest = sha256(b"x");
+    let both = write(
+        dir.path(),
+        "both.yaml",
+        &format!(
+            "plugins:\n- {{name: X, file: x.wasm, base64: AA==, oci: \"oci://r.io/x@{digest}\"}}\n"
+        ),
+    );
+    let err = helm_template(&[&both]).unwrap_err();
+    assert!(
+        err.contains("plugins[X]: oci names the component: no file, base64 or image beside it"),
+        "{err}"
+    );
+    let bad = write(
+        dir.path(),
+        "bad.yaml",
+        "plugins:\n- {name: X, oci: \"r.io/x\"}\n",
+    );
+    let err = helm_template(&[&bad]).unwrap_err();
+    assert!(
+        err.contains("plugins[X].oci: \"r.io/x\" does not start with oci://"),
+        "{err}"
+    );
+}
+
 /// The Helm chart's `plugins[].oci` and `pluginRegistry`: the rendered
 /// Deployment mounts the docker-config Secret and the CA ConfigMap, and
 /// the rendered configuration, with those files where the mounts put them,
@@ -610,17 +665,6 @@ fn the_charts_oci_plugin_pulls_with_the_secrets_credentials() {
         .strip_prefix("path: ")
         .unwrap()
         .to_string();
-    let helm = Command::new(common::repo_root().join("scripts/test-servers"))
-        .arg("helm")
-        .output()
-        .expect("scripts/test-servers helm");
-    assert!(
-        helm.status.success(),
-        "{}",
-        String::from_utf8_lossy(&helm.stderr)
-    );
-    let helm = String::from_utf8_lossy(&helm.stdout).trim().to_string();
-    let chart = common::repo_root().join("deploy/chart/wasmsched");
     let values = write(
         dir.path(),
         "values.yaml",
@@ -630,21 +674,7 @@ fn the_charts_oci_plugin_pulls_with_the_secrets_credentials() {
              pluginRegistry:\n  secretName: registry-creds\n  caConfigMap: registry-ca\n  timeout: 10s\n  retries: 1\n"
         ),
     );
-    let template = |values: &[&str]| {
-        let mut cmd = Command::new(&helm);
-        cmd.args(["template", "wasmsched", chart.to_str().unwrap()]);
-        for v in values {
-            cmd.args(["--values", v]);
-        }
-        let out = cmd.output().expect("helm template");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
-    };
-    let rendered = template(&[&values]);
+    let rendered = helm_template(&[&values]).expect("helm template");
     for want in [
         "secretName: registry-creds",
         "- {key: .dockerconfigjson, path: .dockerconfigjson}",
@@ -674,7 +704,7 @@ fn the_charts_oci_plugin_pulls_with_the_secrets_credentials() {
     let builtin = write(
         dir.path(),
         "chart-builtin.yaml",
-        &chart_config(&template(&[]), &root),
+        &chart_config(&helm_template(&[]).expect("helm template"), &root),
     );
     let example = common::gpu_example();
     let simulate = |config: &str| {
@@ -690,26 +720,4 @@ fn the_charts_oci_plugin_pulls_with_the_secrets_credentials() {
         run.stdout
     };
     assert_eq!(simulate(&config), simulate(&builtin));
-    // An entry with both a file and an artifact is refused by the chart.
-    let both = write(
-        dir.path(),
-        "both.yaml",
-        &format!("plugins:\n- {{name: X, file: x.wasm, base64: AA==, oci: \"{pinned}\"}}\n"),
-    );
-    let out = Command::new(&helm)
-        .args([
-            "template",
-            "wasmsched",
-            chart.to_str().unwrap(),
-            "--values",
-            &both,
-        ])
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("plugins[X]: oci names the component"),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }

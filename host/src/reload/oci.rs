@@ -36,7 +36,7 @@ impl Reloader {
         let label = wanted.reference.to_string();
         let now = Instant::now();
         if state.last_rejected.as_deref() == Some(&label)
-            && !state.retry.is_some_and(|(at, _)| at <= now)
+            && state.retry.is_none_or(|(at, _)| at > now)
         {
             return None;
         }
