@@ -238,10 +238,11 @@ enum PluginCommand {
         #[arg(long, env = "WASMSCHED_PLUGIN_CACHE", value_name = "DIR")]
         cache_dir: Option<PathBuf>,
     },
-    /// Load a configuration, watch its wasm plugins' files and reload them
-    /// as a running scheduler does, printing one line per reload event
-    /// (new version, rejection with its cause, deleted file). Runs until
-    /// interrupted (Ctrl-C).
+    /// Load a configuration, watch its wasm plugins' files (and the
+    /// configuration itself for changed `oci://` references, pulled and
+    /// verified) and reload them as a running scheduler does, printing one
+    /// line per reload event (new version, rejection with its cause,
+    /// deleted file). Runs until interrupted (Ctrl-C).
     Watch {
         /// Scheduler configuration whose `wasmPlugins` paths are watched.
         #[arg(long)]
