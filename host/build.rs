@@ -42,10 +42,56 @@ fn contract_version(root: &Path) -> String {
         .expect("wit/plugin.wit has a `package wasmsched:plugin@X.Y.Z;` line")
 }
 
+/// `plugin new`'s templates (`plugins/templates/`, but its README) and the
+/// contract, embedded: `templates.rs`.
+fn templates(root: &Path, out: &Path) {
+    fn walk(dir: &Path, files: &mut Vec<PathBuf>) {
+        let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+            .unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()))
+            .map(|e| e.expect("a directory entry").path())
+            .collect();
+        entries.sort();
+        for p in entries {
+            if p.is_dir() {
+                walk(&p, files);
+            } else {
+                files.push(p);
+            }
+        }
+    }
+    let dir = root.join("plugins/templates");
+    let mut files = Vec::new();
+    walk(&dir, &mut files);
+    let mut code = String::from(
+        "/// `plugin new`'s templates: (path under plugins/templates/, contents).\npub const TEMPLATES: &[(&str, &str)] = &[\n",
+    );
+    for f in files {
+        let rel = f
+            .strip_prefix(&dir)
+            .unwrap()
+            .to_string_lossy()
+            .replace('\\', "/");
+        if rel == "README.md" {
+            continue;
+        }
+        code.push_str(&format!(
+            "    ({rel:?}, include_str!({:?})),\n",
+            f.display().to_string()
+        ));
+    }
+    code.push_str("];\n");
+    code.push_str(&format!(
+        "/// `wit/plugin.wit`, verbatim.\npub const CONTRACT_WIT: &str = include_str!({:?});\n",
+        root.join("wit/plugin.wit").display().to_string()
+    ));
+    std::fs::write(out.join("templates.rs"), code).unwrap();
+}
+
 fn main() {
     let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap());
     let root = manifest.parent().unwrap().to_path_buf();
     let out = PathBuf::from(env::var("OUT_DIR").unwrap());
+    templates(&root, &out);
     for dir in ["plugins", "wit"] {
         println!("cargo:rerun-if-changed={}", root.join(dir).display());
     }

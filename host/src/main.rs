@@ -8,6 +8,7 @@ use anyhow::{Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
 
 mod bench_command;
+mod oci_command;
 
 use bench_command::{bench, BenchArgs};
 use wasmsched::framework::Point;
@@ -237,10 +238,11 @@ enum PluginCommand {
         #[arg(long, env = "WASMSCHED_PLUGIN_CACHE", value_name = "DIR")]
         cache_dir: Option<PathBuf>,
     },
-    /// Load a configuration, watch its wasm plugins' files and reload them
-    /// as a running scheduler does, printing one line per reload event
-    /// (new version, rejection with its cause, deleted file). Runs until
-    /// interrupted (Ctrl-C).
+    /// Load a configuration, watch its wasm plugins' files (and the
+    /// configuration itself for changed `oci://` references, pulled and
+    /// verified) and reload them as a running scheduler does, printing one
+    /// line per reload event (new version, rejection with its cause,
+    /// deleted file). Runs until interrupted (Ctrl-C).
     Watch {
         /// Scheduler configuration whose `wasmPlugins` paths are watched.
         #[arg(long)]
@@ -248,6 +250,60 @@ enum PluginCommand {
         /// Quiet period after the last file event before a check.
         #[arg(long, default_value = "200ms", value_parser = humantime::parse_duration)]
         debounce: std::time::Duration,
+    },
+    /// Write a new plugin project in Rust, Go, Python, JavaScript or C: a
+    /// policy that filters and scores on two node labels, its test cases
+    /// (cases.yaml), a configuration running it, and a README with the
+    /// build, check and test commands. It builds with the language's
+    /// toolchain and passes `plugin check` and `plugin test` as written.
+    New {
+        /// The plugin's name: lower-case words joined by '-' (my-policy).
+        name: String,
+        /// The language.
+        #[arg(long, value_parser = ["rust", "go", "python", "js", "c"])]
+        lang: String,
+        /// Where to write the project (default: ./NAME); it must not exist,
+        /// or be empty.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+        /// Where a Rust or Go project takes the SDK from: a wasmsched
+        /// checkout (its plugins/sdk or plugins/sdk-go), or `crates.io`
+        /// (Rust: `wasmsched-plugin-sdk = "VERSION"`). Default: the checkout
+        /// this binary was built from, when it is there, else crates.io.
+        #[arg(long, value_name = "DIR|crates.io")]
+        sdk: Option<String>,
+    },
+    /// Push a component to an OCI registry as a wasm artifact (the CNCF
+    /// layout wasm-pkg-tools and Kubewarden use: config
+    /// application/vnd.wasm.config.v0+json, one application/wasm layer),
+    /// after checking it against the contract; prints the manifest digest
+    /// to pin in a configuration (`path: oci://REGISTRY/NAME@sha256:...`).
+    Push {
+        /// The component: `.wasm`, or `.wasm.gz` / `.wasm.zst` (pushed
+        /// decompressed).
+        file: PathBuf,
+        /// REGISTRY/NAME[:TAG] (`oci://` optional); without a tag the
+        /// manifest is stored by digest only.
+        reference: String,
+        #[command(flatten)]
+        registry: oci_command::RegistryArgs,
+        /// An annotation on the manifest (repeatable).
+        #[arg(long = "annotation", value_name = "KEY=VALUE")]
+        annotations: Vec<String>,
+    },
+    /// Pull a wasm artifact's component from an OCI registry, verify the
+    /// manifest's and the component's digests, and write it to a file;
+    /// prints the digest to pin in a configuration.
+    Pull {
+        /// REGISTRY/NAME@sha256:DIGEST or REGISTRY/NAME:TAG (`oci://`
+        /// optional).
+        reference: String,
+        /// Where to write the component (default: NAME.wasm, after the
+        /// repository's last component).
+        #[arg(short = 'o', long, value_name = "FILE")]
+        output: Option<PathBuf>,
+        #[command(flatten)]
+        registry: oci_command::RegistryArgs,
     },
     /// Run a plugin's Filter, Score and deletion-cost on the fixture nodes
     /// and pods of a YAML case file and compare with the expected verdicts
@@ -262,6 +318,10 @@ enum PluginCommand {
         /// Plugin args as JSON, instead of the case file's `args`.
         #[arg(long)]
         args: Option<String>,
+        /// Precompiled-component cache directory (a second run of a
+        /// Python or JavaScript component then starts in milliseconds).
+        #[arg(long, env = "WASMSCHED_PLUGIN_CACHE", value_name = "DIR")]
+        cache_dir: Option<PathBuf>,
     },
 }
 
@@ -370,7 +430,30 @@ fn run(command: Command) -> Result<ExitCode> {
             plugin,
             cases,
             args,
-        }) => wasmsched::plugin_test::run_files(&plugin, &cases, args.as_deref()),
+            cache_dir,
+        }) => wasmsched::plugin_test::run_files(
+            &plugin,
+            &cases,
+            args.as_deref(),
+            cache_dir.as_deref(),
+        ),
+        Command::Plugin(PluginCommand::New {
+            name,
+            lang,
+            dir,
+            sdk,
+        }) => plugin_new(name, &lang, dir, sdk),
+        Command::Plugin(PluginCommand::Push {
+            file,
+            reference,
+            registry,
+            annotations,
+        }) => oci_command::push(&file, &reference, &registry, &annotations),
+        Command::Plugin(PluginCommand::Pull {
+            reference,
+            output,
+            registry,
+        }) => oci_command::pull(&reference, output, &registry),
         Command::Plugin(PluginCommand::Check {
             file,
             args,
@@ -378,6 +461,42 @@ fn run(command: Command) -> Result<ExitCode> {
         }) => plugin_check(&file, args, cache_dir),
         Command::Profiles { config: path } => print_profiles(&path),
     }
+}
+
+/// `plugin new`: writes the project, prints what to run next.
+fn plugin_new(
+    name: String,
+    lang: &str,
+    dir: Option<PathBuf>,
+    sdk: Option<String>,
+) -> Result<ExitCode> {
+    use wasmsched::scaffold;
+    let lang: scaffold::Lang = lang.parse().map_err(|e: String| anyhow::anyhow!(e))?;
+    let dir = dir.unwrap_or_else(|| PathBuf::from(&name));
+    let options = scaffold::Options {
+        name: name.clone(),
+        lang,
+        dir: dir.clone(),
+        sdk: match sdk {
+            Some(s) => s.parse().map_err(|e: String| anyhow::anyhow!(e))?,
+            None => scaffold::Sdk::Default,
+        },
+    };
+    let files =
+        scaffold::create(&options).map_err(|e| anyhow::anyhow!("plugin new {name}: {e}"))?;
+    println!(
+        "created {} ({lang}, contract wasmsched:plugin@{}):",
+        dir.display(),
+        scaffold::contract_version()
+    );
+    for f in files {
+        println!("  {}", f.display());
+    }
+    println!(
+        "next: the build, check and test commands in {}",
+        dir.join("README.md").display()
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `plugin check`: loads a component as the scheduler would and starts it.
@@ -526,6 +645,7 @@ fn run_scheduler(a: RunArgs) -> Result<ExitCode> {
             identity: a.identity,
             bind_delay: a.bind_delay,
             leader_elect: a.leader_elect,
+            config: a.config.clone(),
         },
     )?;
     Ok(match ending {
@@ -603,15 +723,20 @@ fn plugin_watch(path: PathBuf, debounce: std::time::Duration) -> Result<ExitCode
     use wasmsched::reload;
     let config_path = Some(path);
     let (file, base) = load_config(&config_path)?;
-    if config::plugin_files(&file, &base).is_empty() {
-        anyhow::bail!(
-            "config {}: no wasmPlugins entry with a path to watch",
-            config_path.as_ref().unwrap().display()
-        );
+    let shown = config_path
+        .as_ref()
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    if config::plugin_sources(&file, &base)
+        .map_err(|e| anyhow::anyhow!("config {shown}: {e}"))?
+        .is_empty()
+    {
+        anyhow::bail!("config {shown}: no wasmPlugins entry with a path (a file or an oci:// artifact) to follow");
     }
     let scheduler = Arc::new(build_scheduler(&config_path, &file, &base, 0)?);
     let options = reload::Options {
         debounce,
+        config: config_path.clone(),
         ..Default::default()
     };
     let reloader = Arc::new(reload::Reloader::from_config(

@@ -177,6 +177,7 @@ fn hot_reload_rejects_hostile_files_and_keeps_the_running_version() {
         debounce: Duration::from_millis(50),
         cache: None,
         metrics: Box::leak(Box::new(Metrics::new())),
+        config: None,
     };
     let reloader =
         Arc::new(Reloader::from_config(scheduler, &file, Path::new("."), options).unwrap());

@@ -184,6 +184,7 @@ fn options(metrics: &'static Metrics) -> Options {
         debounce: Duration::from_millis(50),
         cache: None,
         metrics,
+        config: None,
     }
 }
 

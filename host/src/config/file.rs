@@ -83,7 +83,7 @@ fn at_most(field: &str, value: Option<usize>, max: usize) -> Result<(), ConfigEr
 }
 
 /// The whole file.
-#[derive(Debug, Clone, Deserialize, Default)]
+#[derive(Debug, Clone, Deserialize, Default, PartialEq)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ConfigFile {
     /// `wasmsched.io/v1alpha1` or `kubescheduler.config.k8s.io/v1`.
@@ -107,6 +107,9 @@ pub struct ConfigFile {
     /// restart does not compile again. Absent: `$WASMSCHED_PLUGIN_CACHE`,
     /// else no disk cache. See docs/plugin-lifecycle.md.
     pub plugin_cache_dir: Option<PathBuf>,
+    /// How `oci://` plugin paths are pulled: credentials, CA, plain-HTTP
+    /// registries, timeout and retries. See docs/plugin-distribution.md.
+    pub plugin_registry: Option<PluginRegistryFile>,
     /// `wasmsched run`: leader election on a Lease, as kube-scheduler's.
     pub leader_election: Option<LeaderElectionFile>,
     /// `wasmsched run`: how the scheduler talks to the API server.
@@ -132,7 +135,7 @@ pub struct ConfigFile {
 }
 
 /// `leaderElection` (kube-scheduler's field names and defaults).
-#[derive(Debug, Clone, Deserialize, Default)]
+#[derive(Debug, Clone, Deserialize, Default, PartialEq)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct LeaderElectionFile {
     /// Default true.
@@ -153,7 +156,7 @@ pub struct LeaderElectionFile {
 }
 
 /// `clientConnection` (kube-scheduler's field names).
-#[derive(Debug, Clone, Deserialize, Default)]
+#[derive(Debug, Clone, Deserialize, Default, PartialEq)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ClientConnectionFile {
     /// Kubeconfig file (default: `--kubeconfig`, `$KUBECONFIG`, then
@@ -166,7 +169,7 @@ pub struct ClientConnectionFile {
 }
 
 /// `profiles[]`.
-#[derive(Debug, Clone, Deserialize, Default)]
+#[derive(Debug, Clone, Deserialize, Default, PartialEq)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ProfileFile {
     /// Absent in a file's only profile: `default-scheduler`, as
@@ -183,7 +186,7 @@ pub struct ProfileFile {
 /// `profiles[].plugins`: per extension point. PreFilter and PreScore are
 /// part of Filter and Score here (a plugin's pre-step always runs with
 /// its main step), so they are accepted only as aliases.
-#[derive(Debug, Clone, Deserialize, Default)]
+#[derive(Debug, Clone, Deserialize, Default, PartialEq)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct PluginsFile {
     pub multi_point: Option<PluginSet>,
@@ -206,7 +209,7 @@ pub struct PluginsFile {
 }
 
 /// `enabled` / `disabled` lists.
-#[derive(Debug, Clone, Deserialize, Default)]
+#[derive(Debug, Clone, Deserialize, Default, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct PluginSet {
     #[serde(default)]
@@ -217,7 +220,7 @@ pub struct PluginSet {
 }
 
 /// A plugin named in a set.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct PluginRef {
     pub name: String,
@@ -226,7 +229,7 @@ pub struct PluginRef {
 }
 
 /// `pluginConfig[]`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct PluginConfigFile {
     pub name: String,
@@ -235,14 +238,18 @@ pub struct PluginConfigFile {
 }
 
 /// `wasmPlugins[]`: a component and its limits.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct WasmPluginFile {
     /// The plugin's name in profiles (`plugins.*.enabled[].name`).
     pub name: String,
-    /// The component file (`.wasm`). Absent for a built-in, which is then
-    /// only re-configured.
+    /// The component file (`.wasm`, `.wasm.gz`, `.wasm.zst`), or an OCI
+    /// artifact `oci://REGISTRY/NAME@sha256:DIGEST`. Absent for a
+    /// built-in, which is then only re-configured.
     pub path: Option<PathBuf>,
+    /// An `oci://` path may name a tag instead of a digest (a tag is
+    /// resolved when the configuration is read; a digest never moves).
+    pub allow_tags: Option<bool>,
     /// Deadline of each per-pod call, e.g. `250ms`.
     pub timeout: Option<String>,
     /// Deadline of `init` and of a full state sync, e.g. `10s`.
@@ -253,9 +260,30 @@ pub struct WasmPluginFile {
     pub failure_policy: Option<FailurePolicy>,
 }
 
+/// `pluginRegistry`: how `oci://` plugin paths are pulled.
+#[derive(Debug, Clone, Deserialize, Default, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PluginRegistryFile {
+    /// A docker config file with the registries' credentials: the
+    /// `.dockerconfigjson` key of a `kubernetes.io/dockerconfigjson`
+    /// Secret, mounted (relative to this file). Read at every pull.
+    /// Absent: anonymous.
+    pub credentials_file: Option<PathBuf>,
+    /// More CA certificates (PEM) to trust, beside the public roots.
+    pub ca_file: Option<PathBuf>,
+    /// Registries (`host:port`) spoken to over plain HTTP.
+    #[serde(default, rename = "plainHTTP")]
+    pub plain_http: Vec<String>,
+    /// Deadline of each request, e.g. `60s` (the default).
+    pub timeout: Option<String>,
+    /// Attempts after the first on connection errors, timeouts, 429 and
+    /// 5xx (default 3; at most 10).
+    pub retries: Option<u32>,
+}
+
 /// `deletionCost`: the pod-deletion-cost controller. Validated into
 /// `deletion_cost::DeletionCostConfig`, which documents each default.
-#[derive(Debug, Clone, Deserialize, Default)]
+#[derive(Debug, Clone, Deserialize, Default, PartialEq)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct DeletionCostFile {
     /// How often costs are recomputed, e.g. `30s`.
@@ -279,7 +307,7 @@ pub struct DeletionCostFile {
 }
 
 /// `deletionCost.prometheus`: metrics from Prometheus's HTTP API.
-#[derive(Debug, Clone, Deserialize, Default)]
+#[derive(Debug, Clone, Deserialize, Default, PartialEq)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct PrometheusFile {
     pub url: String,
@@ -292,7 +320,7 @@ pub struct PrometheusFile {
 
 /// `deletionCost.podMetrics`: metrics scraped from each pod's own
 /// endpoint (Prometheus text format).
-#[derive(Debug, Clone, Deserialize, Default)]
+#[derive(Debug, Clone, Deserialize, Default, PartialEq)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct PodMetricsFile {
     pub port: Option<u16>,
@@ -305,7 +333,7 @@ pub struct PodMetricsFile {
 
 /// `deletionCost.workloads`: which ReplicaSets (directly or through their
 /// Deployment) the controller manages.
-#[derive(Debug, Clone, Deserialize, Default)]
+#[derive(Debug, Clone, Deserialize, Default, PartialEq)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct WorkloadsFile {
     /// Opt-in label on a Deployment or ReplicaSet (value `"true"`).
@@ -318,7 +346,7 @@ pub struct WorkloadsFile {
 
 /// `deletionCost.workloads.selectors[]`: Deployments or ReplicaSets whose
 /// labels match (in `namespace`, or in every namespace).
-#[derive(Debug, Clone, Deserialize, Default)]
+#[derive(Debug, Clone, Deserialize, Default, PartialEq)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct WorkloadSelectorFile {
     pub namespace: Option<String>,

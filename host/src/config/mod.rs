@@ -162,13 +162,20 @@ pub fn plugin_cache(file: &ConfigFile, base: &Path) -> Result<Option<DiskCache>,
         .map_err(|e| err(field, format!("{}: {e}", dir.display())))
 }
 
-/// The component file of each `wasmPlugins` entry that has a `path`
-/// (resolved against `base`), in file order: what hot reload watches.
-pub fn plugin_files(file: &ConfigFile, base: &Path) -> Vec<(String, std::path::PathBuf)> {
-    file.wasm_plugins
+/// Where each `wasmPlugins` entry with a `path` comes from, in file
+/// order: a file (resolved against `base`) or an `oci://` artifact. What
+/// hot reload follows.
+pub fn plugin_sources(
+    file: &ConfigFile,
+    base: &Path,
+) -> Result<Vec<(String, crate::wasm::Source)>, ConfigError> {
+    let specs = specs::wasm_specs(file, base)?;
+    Ok(file
+        .wasm_plugins
         .iter()
-        .filter_map(|w| Some((w.name.clone(), base.join(w.path.as_ref()?))))
-        .collect()
+        .filter(|w| w.path.is_some())
+        .filter_map(|w| Some((w.name.clone(), specs.get(&w.name)?.source.clone())))
+        .collect())
 }
 
 /// The top-level settings every profile shares, checked.

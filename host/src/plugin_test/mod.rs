@@ -25,15 +25,23 @@ use anyhow::{anyhow, Context, Result};
 use crate::input::ReadBudget;
 use crate::wasm::{self, Limits};
 
-/// `wasmsched plugin test PLUGIN --cases FILE [--args JSON]`: prints the
-/// report; the exit code says whether every case passed. A file that
-/// cannot be used is an error naming it.
-pub fn run_files(plugin: &Path, cases: &Path, args: Option<&str>) -> Result<ExitCode> {
+/// `wasmsched plugin test PLUGIN --cases FILE [--args JSON] [--cache-dir
+/// DIR]`: prints the report; the exit code says whether every case
+/// passed. A file that cannot be used is an error naming it.
+pub fn run_files(
+    plugin: &Path,
+    cases: &Path,
+    args: Option<&str>,
+    cache_dir: Option<&Path>,
+) -> Result<ExitCode> {
     let text = ReadBudget::new(crate::input::Limits::DEFAULT)
         .read(cases)
         .with_context(|| format!("case file {}", cases.display()))?;
     let file = CaseFile::parse(&text).map_err(|e| anyhow!("{}: {e}", cases.display()))?;
-    let loader = wasm::Loader::default();
+    let cache = cache_dir
+        .map(|d| wasm::DiskCache::new(d).with_context(|| format!("cache dir {}", d.display())))
+        .transpose()?;
+    let loader = wasm::Loader::new(cache);
     let source = wasm::Source::File(plugin.to_path_buf());
     let module = loader.load("test", &source)?;
     let report = run(&module, &file, args, Limits::default())

@@ -20,9 +20,18 @@ use notify::{RecursiveMode, Watcher};
 /// A directory's identity: (device, inode).
 type DirId = (u64, u64);
 
+/// What an event in a watched directory may have changed.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) enum Target {
+    /// A plugin's file.
+    Plugin(String),
+    /// The configuration file (or a fragment it includes).
+    Config,
+}
+
 struct WatchedDir {
-    /// Names of the plugins whose files are in it.
-    plugins: Vec<String>,
+    /// What is in it.
+    plugins: Vec<Target>,
     /// The directory the watch is on; `None` when it is not watched (the
     /// directory is gone, or was removed while watched).
     watching: Option<DirId>,
@@ -35,11 +44,11 @@ pub(super) struct Dirs {
 }
 
 impl Dirs {
-    /// Watches the directory of every `(plugin, path)`; fails when one
-    /// cannot be watched (it held the plugin a moment ago).
+    /// Watches the directory of every `(target, path)`; fails when one
+    /// cannot be watched (it held the file a moment ago).
     pub(super) fn watch_all(
         watcher: notify::RecommendedWatcher,
-        plugins: impl IntoIterator<Item = (String, PathBuf)>,
+        plugins: impl IntoIterator<Item = (Target, PathBuf)>,
     ) -> Result<Self, (PathBuf, notify::Error)> {
         let mut dirs: BTreeMap<PathBuf, WatchedDir> = BTreeMap::new();
         for (name, path) in plugins {
@@ -63,14 +72,14 @@ impl Dirs {
         Ok(this)
     }
 
-    /// Every followed plugin.
-    pub(super) fn all_plugins(&self) -> impl Iterator<Item = &String> {
+    /// Every followed target.
+    pub(super) fn all_plugins(&self) -> impl Iterator<Item = &Target> {
         self.dirs.values().flat_map(|d| d.plugins.iter())
     }
 
     /// The plugins an event about `path` concerns: an entry of a watched
     /// directory, or the directory itself.
-    pub(super) fn plugins_for<'a>(&'a self, path: &'a Path) -> impl Iterator<Item = &'a String> {
+    pub(super) fn plugins_for<'a>(&'a self, path: &'a Path) -> impl Iterator<Item = &'a Target> {
         self.dirs
             .iter()
             .filter(move |(d, _)| path.parent() == Some(d.as_path()) || path == *d)
@@ -93,7 +102,7 @@ impl Dirs {
     /// Watches again every directory that was replaced, removed or
     /// created since it was watched; returns the plugins in those
     /// directories (their files may have changed unseen).
-    pub(super) fn refresh(&mut self) -> Vec<String> {
+    pub(super) fn refresh(&mut self) -> Vec<Target> {
         let mut changed = Vec::new();
         for (dir, w) in &mut self.dirs {
             let now = dir_id(dir);

@@ -16,8 +16,20 @@
 //! [`PluginWatcher`] owns the thread that watches the plugins' directories
 //! with `notify`, debounces bursts of events and calls `check`.
 //! docs/plugin-lifecycle.md describes the whole lifecycle.
+//!
+//! A plugin pulled from a registry (`path: oci://...`) has no file: its
+//! version is the reference the configuration names. With
+//! [`Options::config`], the watch thread follows the configuration file
+//! too and, when it changes, [`Reloader::config_changed`] reads it again
+//! and reloads each plugin whose `oci://` reference changed: pulled and
+//! verified (a refused pull is a rejection like any other, and the
+//! previous version keeps running), then checked and swapped as a file's
+//! new version is. Other configuration changes still need a restart (they
+//! are logged once). A pull that failed for a transient cause (the
+//! registry unreachable) is tried again after a backoff.
 
 mod dirs;
+mod oci;
 mod watch;
 
 use std::collections::BTreeMap;
@@ -32,7 +44,9 @@ use sha2::{Digest, Sha256};
 use crate::config::{self, ConfigError, ConfigFile, Scheduler};
 use crate::framework::{Framework, Profile};
 use crate::metrics::Metrics;
-use crate::wasm::{loader, source, CompileReport, DiskCache, Loader, LoaderError, PluginModule};
+use crate::wasm::{
+    loader, source, CompileReport, DiskCache, Loader, LoaderError, PluginModule, Source,
+};
 
 pub use watch::{PluginWatcher, DEFAULT_DEBOUNCE};
 
@@ -66,6 +80,8 @@ impl ReloadResult {
 pub enum Stage {
     /// Reading or decompressing the file.
     Read,
+    /// Pulling and verifying an OCI artifact.
+    Pull,
     /// Compiling, or the contract checks (exports, contract version,
     /// imports).
     Compile,
@@ -79,6 +95,7 @@ impl Stage {
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Read => "read",
+            Self::Pull => "pull",
             Self::Compile => "compile",
             Self::Exports => "exports",
             Self::Init => "init",
@@ -90,7 +107,8 @@ impl Stage {
 #[derive(Debug, Clone)]
 pub struct ReloadEvent {
     pub plugin: String,
-    pub path: PathBuf,
+    /// The file, or the OCI reference, the attempt was about.
+    pub source: String,
     pub result: ReloadResult,
     /// The check that failed (rejections only).
     pub stage: Option<Stage>,
@@ -164,7 +182,8 @@ pub enum FileState {
 #[derive(Debug, Clone)]
 pub struct PluginStatus {
     pub plugin: String,
-    pub path: PathBuf,
+    /// The file, or the OCI reference of the running version.
+    pub source: String,
     /// sha256 of the running component.
     pub digest: String,
     /// Size of the running component (decompressed), bytes.
@@ -187,7 +206,7 @@ pub struct PluginStatus {
 impl fmt::Display for PluginStatus {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "plugin {}", self.plugin)?;
-        writeln!(f, "  path:      {}", self.path.display())?;
+        writeln!(f, "  path:      {}", self.source)?;
         writeln!(
             f,
             "  running:   version {} sha256:{} ({} bytes; {}) since {}",
@@ -240,11 +259,22 @@ impl fmt::Display for PluginStatus {
     }
 }
 
-/// A plugin file the reloader follows.
+/// A plugin the reloader follows: its file, or the OCI artifact it was
+/// started from.
 #[derive(Debug, Clone)]
 pub struct WatchedPlugin {
     pub name: String,
-    pub path: PathBuf,
+    pub source: Source,
+}
+
+impl WatchedPlugin {
+    /// The file, for a plugin read from one.
+    pub fn path(&self) -> Option<&Path> {
+        match &self.source {
+            Source::File(p) => Some(p),
+            _ => None,
+        }
+    }
 }
 
 /// How the reloader works.
@@ -257,6 +287,9 @@ pub struct Options {
     pub cache: Option<DiskCache>,
     /// Where outcomes are counted.
     pub metrics: &'static Metrics,
+    /// The configuration file the scheduler was built from: followed, so
+    /// that a changed `oci://` reference is reloaded (see the module docs).
+    pub config: Option<PathBuf>,
 }
 
 impl Default for Options {
@@ -265,6 +298,7 @@ impl Default for Options {
             debounce: DEFAULT_DEBOUNCE,
             cache: None,
             metrics: Metrics::global(),
+            config: None,
         }
     }
 }
@@ -274,6 +308,7 @@ impl fmt::Debug for Options {
         f.debug_struct("Options")
             .field("debounce", &self.debounce)
             .field("cache", &self.cache)
+            .field("config", &self.config)
             .finish_non_exhaustive()
     }
 }
@@ -292,13 +327,21 @@ pub enum ReloadError {
 #[derive(Clone)]
 struct State {
     module: Arc<PluginModule>,
+    /// Where the running version came from.
+    running: Source,
+    /// Where the configuration now says it comes from (differs from
+    /// `running` while a new `oci://` reference is not running yet).
+    wanted: Source,
+    /// When to try a pull that failed for a transient cause again, and
+    /// the pause after that.
+    retry: Option<(Instant, Duration)>,
     version: u64,
     loaded_at: SystemTime,
     file: FileState,
     last_error: Option<String>,
     last_error_at: Option<SystemTime>,
-    /// Digest of the last rejected content: the same bytes are not
-    /// checked (and reported) again.
+    /// Digest of the last rejected content (the reference, for a refused
+    /// pull): the same bytes are not checked (and reported) again.
     last_rejected: Option<String>,
     reloads: BTreeMap<ReloadResult, u64>,
 }
@@ -308,6 +351,12 @@ pub struct Reloader {
     scheduler: Arc<Scheduler>,
     plugins: Vec<WatchedPlugin>,
     options: Options,
+    /// The configuration as the scheduler was built from it, and the
+    /// directory its relative paths are relative to (for
+    /// `config_changed`).
+    config: Option<(ConfigFile, PathBuf)>,
+    /// The last configuration problem logged, so it is logged once.
+    config_note: Mutex<Option<String>>,
     /// Per plugin (same order as `plugins`); held only briefly, so
     /// `status` answers during a long compile.
     states: Mutex<Vec<State>>,
@@ -336,6 +385,9 @@ impl Reloader {
             options.metrics.register_plugin(&p.name, &module.digest);
             states.push(State {
                 module,
+                running: p.source.clone(),
+                wanted: p.source.clone(),
+                retry: None,
                 version: 1,
                 loaded_at: now,
                 file: FileState::Present,
@@ -349,15 +401,19 @@ impl Reloader {
             scheduler,
             plugins,
             options,
+            config: None,
+            config_note: Mutex::default(),
             states: Mutex::new(states),
             checking: Mutex::new(()),
             subscribers: Mutex::default(),
         })
     }
 
-    /// Follows every `wasmPlugins` entry with a `path` of the
-    /// configuration the scheduler was built from (`base` resolves
-    /// relative paths, as in `config::build`), with its `pluginCacheDir`.
+    /// Follows every `wasmPlugins` entry with a `path` (a file or an
+    /// `oci://` artifact) of the configuration the scheduler was built
+    /// from (`base` resolves relative paths, as in `config::build`), with
+    /// its `pluginCacheDir`; and the configuration file itself when
+    /// `options.config` names it.
     pub fn from_config(
         scheduler: Arc<Scheduler>,
         file: &ConfigFile,
@@ -367,11 +423,18 @@ impl Reloader {
         if options.cache.is_none() {
             options.cache = config::plugin_cache(file, base)?;
         }
-        let plugins = config::plugin_files(file, base)
+        let plugins = config::plugin_sources(file, base)?
             .into_iter()
-            .map(|(name, path)| WatchedPlugin { name, path })
+            .map(|(name, source)| WatchedPlugin { name, source })
             .collect();
-        Self::new(scheduler, plugins, options)
+        let mut this = Self::new(scheduler, plugins, options)?;
+        this.config = Some((file.clone(), base.to_path_buf()));
+        Ok(this)
+    }
+
+    /// The configuration file followed, if any.
+    pub fn config_path(&self) -> Option<&Path> {
+        self.options.config.as_deref()
     }
 
     pub fn scheduler(&self) -> &Arc<Scheduler> {
@@ -401,7 +464,7 @@ impl Reloader {
             .zip(states.iter())
             .map(|(p, s)| PluginStatus {
                 plugin: p.name.clone(),
-                path: p.path.clone(),
+                source: s.running.label(),
                 digest: s.module.digest.clone(),
                 size: s.module.size,
                 exports: s.module.exports.to_string(),
@@ -482,14 +545,23 @@ impl Reloader {
         let previous = state.module.digest.clone();
         let ctx = EventCtx {
             plugin,
+            source: state.wanted.label(),
             previous: previous.clone(),
             started,
+        };
+        let path = match &state.wanted {
+            Source::File(path) => path.clone(),
+            Source::Oci(o) => {
+                let o = o.clone();
+                return self.check_oci(&ctx, state, &o);
+            }
+            Source::Builtin(_) => return None,
         };
         let event = |result, stage, message: String, digest, compile| {
             ctx.event(result, stage, message, digest, compile)
         };
-        let before = file_stamp(&plugin.path);
-        let file = match source::read(&plugin.path) {
+        let before = file_stamp(&path);
+        let file = match source::read(&path) {
             Ok(f) => f,
             Err(e) if e.is_missing() => {
                 if state.file == FileState::Missing {
@@ -501,7 +573,7 @@ impl Reloader {
                     None,
                     format!(
                         "{} is gone; keeping version {} (sha256:{}) running",
-                        plugin.path.display(),
+                        path.display(),
                         state.version,
                         short(&previous)
                     ),
@@ -523,7 +595,7 @@ impl Reloader {
                 ));
             }
         };
-        if before.is_none() || before != file_stamp(&plugin.path) {
+        if before.is_none() || before != file_stamp(&path) {
             // Still being written: the writer's next event brings us back.
             tracing::debug!(plugin = %plugin.name, "file changed while being read; waiting");
             return None;
@@ -539,7 +611,7 @@ impl Reloader {
                     None,
                     format!(
                         "{} is back with the running version {}",
-                        plugin.path.display(),
+                        path.display(),
                         short(&previous)
                     ),
                     Some(digest),
@@ -550,7 +622,11 @@ impl Reloader {
         if state.last_rejected.as_deref() == Some(&digest) {
             return None;
         }
-        self.install(&ctx, state, &file, digest)
+        let description = match file.compression {
+            source::Compression::None => String::new(),
+            c => format!(", {} {} bytes on disk", c.as_str(), file.file_size),
+        };
+        self.install(&ctx, state, &file.bytes, &description, digest)
     }
 
     /// Compiles a new version, starts it for every profile that runs the
@@ -560,7 +636,8 @@ impl Reloader {
         &self,
         ctx: &EventCtx,
         state: &mut State,
-        file: &source::ModuleFile,
+        bytes: &[u8],
+        description: &str,
         digest: String,
     ) -> Option<ReloadEvent> {
         let name = &ctx.plugin.name;
@@ -575,8 +652,7 @@ impl Reloader {
             ))
         };
         let loader = Loader::new(self.options.cache.clone());
-        let label = ctx.plugin.path.display().to_string();
-        let (module, report) = match loader.compile(name, &label, &file.bytes) {
+        let (module, report) = match loader.compile(name, &ctx.source, bytes) {
             Ok(m) => m,
             Err(LoaderError::Load { error, .. }) => {
                 return rejected(state, Stage::Compile, error.to_string(), None)
@@ -593,17 +669,14 @@ impl Reloader {
             fw.set_profile(profile);
         }
         state.module = module;
+        state.running = state.wanted.clone();
         state.version += 1;
         state.loaded_at = SystemTime::now();
         state.last_rejected = None;
         let message = format!(
-            "version {} ({} bytes{})",
+            "version {} ({} bytes{description})",
             state.version,
-            file.bytes.len(),
-            match file.compression {
-                source::Compression::None => String::new(),
-                c => format!(", {} {} bytes on disk", c.as_str(), file.file_size),
-            }
+            bytes.len(),
         );
         let success = ReloadResult::Success;
         Some(ctx.event(success, None, message, Some(digest), Some(report)))
@@ -645,6 +718,8 @@ impl Reloader {
 /// What every event of one check shares.
 struct EventCtx<'a> {
     plugin: &'a WatchedPlugin,
+    /// The file or reference checked.
+    source: String,
     previous: String,
     started: Instant,
 }
@@ -660,7 +735,7 @@ impl EventCtx<'_> {
     ) -> ReloadEvent {
         ReloadEvent {
             plugin: self.plugin.name.clone(),
-            path: self.plugin.path.clone(),
+            source: self.source.clone(),
             result,
             stage,
             message,

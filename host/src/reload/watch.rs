@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use notify::event::{AccessKind, AccessMode, ModifyKind};
 use notify::EventKind;
 
-use super::dirs::Dirs;
+use super::dirs::{Dirs, Target};
 use super::{ReloadError, Reloader};
 
 /// Quiet period after the last event before a check.
@@ -87,10 +87,15 @@ impl PluginWatcher {
         let plugins = reloader
             .plugins()
             .iter()
-            .map(|p| (p.name.clone(), p.path.clone()));
-        let dirs = Dirs::watch_all(watcher, plugins).map_err(|(dir, e)| ReloadError::Watch {
-            path: dir.display().to_string(),
-            cause: e.to_string(),
+            .filter_map(|p| Some((Target::Plugin(p.name.clone()), p.path()?.to_path_buf())));
+        let config = reloader
+            .config_path()
+            .map(|c| (Target::Config, c.to_path_buf()));
+        let dirs = Dirs::watch_all(watcher, plugins.chain(config)).map_err(|(dir, e)| {
+            ReloadError::Watch {
+                path: dir.display().to_string(),
+                cause: e.to_string(),
+            }
         })?;
         let worker = reloader.clone();
         let thread = std::thread::Builder::new()
@@ -101,6 +106,7 @@ impl PluginWatcher {
                 cause: e.to_string(),
             })?;
         reloader.check_all();
+        reloader.config_changed();
         Ok(Self {
             reloader,
             tx,
@@ -144,13 +150,13 @@ fn ignored(kind: &EventKind) -> bool {
 /// The plugins waiting for a check, and the burst of events they came in.
 #[derive(Default)]
 struct Pending {
-    dirty: BTreeSet<String>,
+    dirty: BTreeSet<Target>,
     /// (first event of the burst, last event)
     burst: Option<(Instant, Instant)>,
 }
 
 impl Pending {
-    fn add(&mut self, names: impl IntoIterator<Item = String>) {
+    fn add(&mut self, names: impl IntoIterator<Item = Target>) {
         let before = self.dirty.len();
         self.dirty.extend(names);
         if self.dirty.len() > before || self.burst.is_some() {
@@ -177,11 +183,11 @@ fn run(reloader: &Reloader, rx: mpsc::Receiver<Msg>, mut dirs: Dirs, debounce: D
             Ok(Msg::Stop) | Err(RecvTimeoutError::Disconnected) => return,
             Ok(Msg::Event { paths, gone }) => {
                 if paths.is_empty() {
-                    let all: Vec<String> = dirs.all_plugins().cloned().collect();
+                    let all: Vec<Target> = dirs.all_plugins().cloned().collect();
                     pending.add(all);
                 }
                 for p in &paths {
-                    let names: Vec<String> = dirs.plugins_for(p).cloned().collect();
+                    let names: Vec<Target> = dirs.plugins_for(p).cloned().collect();
                     pending.add(names);
                     if gone && dirs.is_dir(p) {
                         // The directory itself went away: its watch with it.
@@ -194,12 +200,23 @@ fn run(reloader: &Reloader, rx: mpsc::Receiver<Msg>, mut dirs: Dirs, debounce: D
                 let now = Instant::now();
                 if now >= next_refresh {
                     pending.add(dirs.refresh());
+                    // Pulls that failed for a transient cause, due again.
+                    for name in reloader.retries_due() {
+                        reloader.check(&name);
+                    }
                     next_refresh = now + REFRESH_PERIOD;
                 }
                 if pending.due(debounce).is_some_and(|d| d <= now) {
                     pending.burst = None;
-                    for name in std::mem::take(&mut pending.dirty) {
-                        reloader.check(&name);
+                    for target in std::mem::take(&mut pending.dirty) {
+                        match target {
+                            Target::Plugin(name) => {
+                                reloader.check(&name);
+                            }
+                            Target::Config => {
+                                reloader.config_changed();
+                            }
+                        }
                     }
                 }
             }

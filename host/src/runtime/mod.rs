@@ -165,6 +165,9 @@ pub struct Options {
     pub bind_delay: Duration,
     /// Override of `leaderElection.leaderElect`.
     pub leader_elect: Option<bool>,
+    /// The configuration file the scheduler was built from: followed by
+    /// hot reload for changed `oci://` plugin references.
+    pub config: Option<std::path::PathBuf>,
 }
 
 /// How a run that had no configuration or start-up error ended.
@@ -249,7 +252,7 @@ pub async fn run(
     let identity = opts.identity.clone().unwrap_or_else(default_identity);
     let throttle = client::Throttle::new(settings.qps, settings.burst);
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
-    let _watcher = plugin_watcher(&scheduler, file, base)?;
+    let _watcher = plugin_watcher(&scheduler, file, base, opts.config.clone())?;
     if let Some(w) = &_watcher {
         requeue_after_reloads(w.reloader().subscribe(), shared.clone());
     }
@@ -358,20 +361,25 @@ fn register_metrics(scheduler: &Arc<Scheduler>) -> Arc<metrics::SchedulerMetrics
     metrics
 }
 
-/// Plugin hot reload, as `plugin watch` does (none without plugin files).
+/// Plugin hot reload, as `plugin watch` does (none without plugin files
+/// or `oci://` plugins).
 fn plugin_watcher(
     scheduler: &Arc<Scheduler>,
     file: &ConfigFile,
     base: &Path,
+    config: Option<std::path::PathBuf>,
 ) -> anyhow::Result<Option<crate::reload::PluginWatcher>> {
-    if crate::config::plugin_files(file, base).is_empty() {
+    if crate::config::plugin_sources(file, base)?.is_empty() {
         return Ok(None);
     }
     let reloader = Arc::new(crate::reload::Reloader::from_config(
         scheduler.clone(),
         file,
         base,
-        crate::reload::Options::default(),
+        crate::reload::Options {
+            config,
+            ..Default::default()
+        },
     )?);
     Ok(Some(crate::reload::PluginWatcher::start(reloader)?))
 }

@@ -16,13 +16,16 @@ use super::error::PluginFailure;
 use super::module::{LoadError, PluginModule};
 use super::plugin::{WasmPlugin, WasmSettings};
 use super::source::{self, ModuleFile, SourceError};
+use crate::oci::{self, OciError, OciSource};
 
 /// Where a component comes from.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Source {
     /// Compiled into the binary from this crate of `plugins/`.
     Builtin(&'static str),
     File(PathBuf),
+    /// An OCI artifact in a registry (`oci://...`).
+    Oci(OciSource),
 }
 
 impl Source {
@@ -31,6 +34,7 @@ impl Source {
         match self {
             Source::Builtin(krate) => format!("built-in {krate}"),
             Source::File(p) => p.display().to_string(),
+            Source::Oci(o) => o.reference.to_string(),
         }
     }
 }
@@ -40,6 +44,9 @@ impl Source {
 pub enum LoaderError {
     #[error(transparent)]
     Read(#[from] SourceError),
+    /// A pull from a registry failed (the reference and the cause).
+    #[error(transparent)]
+    Pull(#[from] OciError),
     #[error("{label}: {error}")]
     Load { label: String, error: LoadError },
     #[error("{0}: not compiled into this binary")]
@@ -77,7 +84,26 @@ impl Loader {
                 .map(Cow::Borrowed)
                 .ok_or_else(|| LoaderError::NoBuiltin(krate.to_string())),
             Source::File(p) => Ok(Cow::Owned(self.read_file(p)?.bytes)),
+            Source::Oci(o) => Ok(Cow::Owned(self.pull(o)?.bytes)),
         }
+    }
+
+    /// Pulls an OCI artifact's component (verified; through the store in
+    /// the disk cache's `oci/` directory when there is a disk cache).
+    pub fn pull(&self, source: &OciSource) -> Result<oci::Pulled, LoaderError> {
+        let store = self.oci_store();
+        Ok(oci::pull(
+            &source.reference,
+            &source.settings,
+            store.as_ref(),
+        )?)
+    }
+
+    /// Pulled artifacts on disk: the disk cache's `oci/` directory.
+    pub fn oci_store(&self) -> Option<oci::Store> {
+        self.cache
+            .as_ref()
+            .map(|c| oci::Store::new(c.dir().join("oci")))
     }
 
     /// Compiles (or finds compiled) the component of plugin `name`; the

@@ -61,6 +61,17 @@ impl PluginModule {
         self.indices.minor
     }
 
+    /// The component's imports and exports by name
+    /// (`wasmsched:plugin/lifecycle@0.2.0`, `wasi:io/streams@0.2.0`, ...),
+    /// as an OCI artifact's config lists them.
+    pub fn interfaces(&self) -> (Vec<String>, Vec<String>) {
+        let ty = self.pre.component().component_type();
+        let e = engine();
+        let imports = ty.imports(e).map(|(n, _)| n.to_string()).collect();
+        let exports = ty.exports(e).map(|(n, _)| n.to_string()).collect();
+        (imports, exports)
+    }
+
     /// Compiles and checks a component. Does not run any guest code.
     /// Compiled modules are shared process-wide by content digest, so
     /// several profiles (or reloads of unchanged bytes) compile once.

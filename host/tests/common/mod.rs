@@ -341,3 +341,49 @@ pub fn assert_one_line_error(o: &Output, needles: &[&str]) -> String {
     );
     line.to_string()
 }
+
+/// `cargo package --offline --no-verify` of the Rust SDK and the crate it
+/// depends on (what `cargo publish` uploads), into a target directory of
+/// the tests; returns the directory the two `.crate` files were unpacked
+/// in (`wasmsched-shared-VERSION/`, `wasmsched-plugin-sdk-VERSION/`).
+pub fn package_sdk(name: &str) -> PathBuf {
+    let target = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let out = Command::new(env!("CARGO"))
+        .current_dir(repo_root())
+        .args([
+            "package",
+            "--offline",
+            "--no-verify",
+            "--allow-dirty",
+            "-p",
+            "wasmsched-shared",
+            "-p",
+            "wasmsched-plugin-sdk",
+            "--target-dir",
+        ])
+        .arg(&target)
+        .env_remove("CARGO_TARGET_DIR")
+        .output()
+        .expect("running cargo package");
+    assert!(
+        out.status.success(),
+        "cargo package failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let unpacked = target.join("unpacked");
+    let _ = std::fs::remove_dir_all(&unpacked);
+    std::fs::create_dir_all(&unpacked).unwrap();
+    let version = env!("CARGO_PKG_VERSION");
+    for krate in ["wasmsched-shared", "wasmsched-plugin-sdk"] {
+        let file = target.join(format!("package/{krate}-{version}.crate"));
+        let ok = Command::new("tar")
+            .arg("-xzf")
+            .arg(&file)
+            .arg("-C")
+            .arg(&unpacked)
+            .status()
+            .expect("running tar");
+        assert!(ok.success(), "unpacking {}", file.display());
+    }
+    unpacked
+}

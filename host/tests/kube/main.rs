@@ -22,6 +22,7 @@ mod gates;
 mod hami;
 mod namespaces;
 mod node;
+mod oci;
 mod outages;
 mod preemption;
 mod proxy;
@@ -40,6 +41,9 @@ use kube::Client;
 use serde_json::Value;
 
 use env::*;
+
+#[path = "../common/oci.rs"]
+mod registry;
 
 /// Creates the example's nodes and bound pods; returns its pending pods
 /// in the order the simulator's queue takes them (by manifest creation

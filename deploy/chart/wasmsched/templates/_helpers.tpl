@@ -98,10 +98,17 @@ limits:
 {{- $wasm := deepCopy $v.builtinPlugins -}}
 {{- range $plugin := $v.plugins -}}
 {{- if not $plugin.name -}}{{- fail "plugins[]: an entry without a name" -}}{{- end -}}
-{{- if not $plugin.file -}}{{- fail (printf "plugins[%s]: no file (e.g. policy.wasm.gz)" $plugin.name) -}}{{- end -}}
+{{- $entry := dict "name" $plugin.name -}}
+{{- if $plugin.oci -}}
+{{- if or $plugin.file $plugin.base64 $plugin.image -}}{{- fail (printf "plugins[%s]: oci names the component: no file, base64 or image beside it" $plugin.name) -}}{{- end -}}
+{{- if not (hasPrefix "oci://" $plugin.oci) -}}{{- fail (printf "plugins[%s].oci: %q does not start with oci://" $plugin.name $plugin.oci) -}}{{- end -}}
+{{- $_ := set $entry "path" $plugin.oci -}}
+{{- else -}}
+{{- if not $plugin.file -}}{{- fail (printf "plugins[%s]: no file (e.g. policy.wasm.gz) and no oci" $plugin.name) -}}{{- end -}}
 {{- $dir := ternary "/etc/wasmsched/image-plugins" "/etc/wasmsched/plugins" (not (empty $plugin.image)) -}}
-{{- $entry := dict "name" $plugin.name "path" (printf "%s/%s" $dir $plugin.file) -}}
-{{- range $k := list "timeout" "initTimeout" "memoryLimit" "failurePolicy" -}}
+{{- $_ := set $entry "path" (printf "%s/%s" $dir $plugin.file) -}}
+{{- end -}}
+{{- range $k := list "timeout" "initTimeout" "memoryLimit" "failurePolicy" "allowTags" -}}
 {{- if hasKey $plugin $k -}}{{- $_ := set $entry $k (get $plugin $k) -}}{{- end -}}
 {{- end -}}
 {{- $wasm = append $wasm $entry -}}
@@ -140,6 +147,11 @@ limits:
     "leaseDuration" $v.leaderElection.leaseDuration
     "renewDeadline" $v.leaderElection.renewDeadline
     "retryPeriod" $v.leaderElection.retryPeriod) -}}
+{{- $registry := dict "timeout" $v.pluginRegistry.timeout "retries" (int $v.pluginRegistry.retries) -}}
+{{- with $v.pluginRegistry.secretName -}}{{- $_ := set $registry "credentialsFile" "/etc/wasmsched/registry/.dockerconfigjson" -}}{{- end -}}
+{{- with $v.pluginRegistry.caConfigMap -}}{{- $_ := set $registry "caFile" "/etc/wasmsched/registry-ca/ca.crt" -}}{{- end -}}
+{{- with $v.pluginRegistry.plainHTTP -}}{{- $_ := set $registry "plainHTTP" . -}}{{- end -}}
+{{- $_ := set $config "pluginRegistry" $registry -}}
 {{- if $v.deletionCost.enabled -}}
 {{- $_ := set $config "deletionCost" $v.deletionCost.config -}}
 {{- end -}}
