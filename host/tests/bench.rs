@@ -8,6 +8,7 @@ const SMALL: Spec = Spec {
     pods: 120,
     seed: 7,
     annotation_bytes: 0,
+    node_metrics: 0,
 };
 
 #[test]

@@ -6,6 +6,7 @@ pub mod gangs;
 pub mod generate;
 #[cfg(feature = "native-builtins")]
 pub mod native;
+pub mod node_metrics;
 pub mod preemption;
 pub mod workloads;
 
@@ -254,6 +255,9 @@ pub fn run_workload(
     for (at, p) in cluster.init {
         snapshot.add_pod(at, Arc::new(p));
     }
+    if spec.node_metrics > 0 {
+        node_metrics::refresh(&mut snapshot, 0);
+    }
     snapshot.compact_log();
     let measured = cluster.measured.len();
     let bar = progress_bar(progress, measured, scenario, workers);
@@ -262,6 +266,10 @@ pub fn run_workload(
     let started = Instant::now();
     for (i, pod) in cluster.measured.into_iter().enumerate() {
         if workloads::churn(workload, i, &mut snapshot, &mut tally.placed, &mut rng) {
+            snapshot.compact_log();
+        }
+        if spec.node_metrics > 0 && i > 0 && i % spec.node_metrics == 0 {
+            node_metrics::refresh(&mut snapshot, i / spec.node_metrics);
             snapshot.compact_log();
         }
         tally.attempt(fw, &mut snapshot, pod);
