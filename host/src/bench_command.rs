@@ -25,7 +25,7 @@ pub struct BenchArgs {
     /// pods), to show the plugins' memory does not grow with it.
     #[arg(long, default_value_t = 0)]
     annotation_bytes: usize,
-    /// Give every node 8 GPUs' DCGM node metrics (27 values, as the
+    /// Give every node 8 GPUs' DCGM node metrics (18 values, as the
     /// node-metrics source would) and change them all every this many
     /// measured pods (a pass of the source); 0: no node metrics.
     #[arg(long, default_value_t = 0)]

@@ -627,8 +627,9 @@ fn simulate_with_dcgm_metrics_explains_the_utilization_term() {
         .clone();
     assert_eq!(util["value"], 86.0);
     assert_eq!(util["age_seconds"], 0.0);
-    // 3 metrics, each the node's mean and 4 GPUs' values.
-    assert_eq!(t4["metrics"].as_array().unwrap().len(), 15);
+    // 2 metrics (the file's DCGM_FI_DEV_FB_USED is not one of the
+    // default queries), each the node's mean and 4 GPUs' values.
+    assert_eq!(t4["metrics"].as_array().unwrap().len(), 10);
 
     let o = wasmsched(&[
         "simulate",
@@ -642,8 +643,8 @@ fn simulate_with_dcgm_metrics_explains_the_utilization_term() {
     assert!(
         o.stdout.contains(&format!("Node metrics (from file {metrics}):"))
             && o.stdout.contains(
-                "  gpu-t4-1: DCGM_FI_DEV_FB_FREE 4792.75 (age 0s), DCGM_FI_DEV_FB_USED 10567.25 (age 0s), \
-                 DCGM_FI_DEV_GPU_UTIL 86 (age 0s); 12 per-device values"
+                "  gpu-t4-1: DCGM_FI_DEV_FB_FREE 4792.75 (age 0s), DCGM_FI_DEV_GPU_UTIL 86 (age 0s); \
+                 8 per-device values"
             ),
         "{}",
         o.stdout

@@ -1,7 +1,8 @@
 //! `bench --node-metrics N`: every node carries the node metrics the
-//! node-metrics source would give a node of 8 GPUs (dcgm-exporter's
-//! `DCGM_FI_DEV_GPU_UTIL`, `DCGM_FI_DEV_FB_USED`, `DCGM_FI_DEV_FB_FREE`:
-//! each node's mean and each GPU's `METRIC/UUID`, 27 values), and every N
+//! node-metrics source would give a node of 8 GPUs with its default
+//! queries (dcgm-exporter's `DCGM_FI_DEV_GPU_UTIL` and
+//! `DCGM_FI_DEV_FB_FREE`: each node's mean and each GPU's `METRIC/UUID`,
+//! 18 values), and every N
 //! measured pods all of them change, as after a pass of the source: one
 //! `NodeSet` change per node, which every plugin instance applies at its
 //! next cycle (BENCHMARKS.md, "Node metrics").

@@ -7,12 +7,11 @@ use crate::config::file::NodeMetricsFile;
 use crate::config::{ConfigError, ConfigFile};
 use crate::prometheus::Endpoint;
 
-/// dcgm-exporter's series the source asks for when `queries` is not set.
-pub const DEFAULT_QUERIES: [&str; 3] = [
-    "DCGM_FI_DEV_GPU_UTIL",
-    "DCGM_FI_DEV_FB_USED",
-    "DCGM_FI_DEV_FB_FREE",
-];
+/// dcgm-exporter's series the source asks for when `queries` is not set:
+/// those GpuTopology reads. Every value is sent to every plugin instance
+/// when it changes, so the default asks for no more (BENCHMARKS.md, "Node
+/// metrics").
+pub const DEFAULT_QUERIES: [&str; 2] = ["DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_FREE"];
 /// dcgm-exporter's label naming the node (its `NODE_NAME`, the Kubernetes
 /// node name when deployed by the GPU operator or its Helm chart).
 pub const DEFAULT_NODE_LABEL: &str = "Hostname";
@@ -170,7 +169,7 @@ mod tests {
     #[test]
     fn defaults_and_errors() {
         let c = section("prometheus: {url: 'http://p:9090'}").unwrap();
-        assert_eq!(c.naming.queries.len(), 3);
+        assert_eq!(c.naming.queries.len(), 2);
         assert_eq!(c.naming.node_label, "Hostname");
         assert_eq!(c.interval, DEFAULT_INTERVAL);
         assert_eq!(c.naming.stale_after, DEFAULT_STALE_AFTER);

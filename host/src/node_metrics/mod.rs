@@ -1,5 +1,5 @@
 //! Live node metrics from Prometheus (NVIDIA dcgm-exporter's
-//! `DCGM_FI_DEV_GPU_UTIL`, `DCGM_FI_DEV_FB_USED`, `DCGM_FI_DEV_FB_FREE`),
+//! `DCGM_FI_DEV_GPU_UTIL`, `DCGM_FI_DEV_FB_FREE` by default),
 //! fed to plugins as node metrics (`Node::metrics`, the contract's
 //! `node.metrics`). See docs/node-metrics.md.
 //!

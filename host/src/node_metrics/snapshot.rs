@@ -202,9 +202,7 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            e.ends_with(
-                "no series named DCGM_FI_DEV_FB_FREE, DCGM_FI_DEV_FB_USED, DCGM_FI_DEV_GPU_UTIL"
-            ),
+            e.ends_with("no series named DCGM_FI_DEV_FB_FREE, DCGM_FI_DEV_GPU_UTIL"),
             "{e}"
         );
     }
