@@ -16,10 +16,10 @@ pub const GPUS: usize = 8;
 
 /// A value in 0..100 from the node, the GPU, the metric and the pass.
 fn value(node: u32, gpu: usize, metric: usize, pass: usize) -> f64 {
-    let mut x = u64::from(node) * 0x9E37_79B9_7F4A_7C15
-        ^ (gpu as u64) << 32
-        ^ (metric as u64) << 40
-        ^ (pass as u64) << 48;
+    let mut x = u64::from(node).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        ^ ((gpu as u64) << 32)
+        ^ ((metric as u64) << 40)
+        ^ ((pass as u64) << 48);
     x ^= x >> 29;
     x = x.wrapping_mul(0xBF58_476D_1CE4_E5B9);
     x ^= x >> 32;
