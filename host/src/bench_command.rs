@@ -25,6 +25,11 @@ pub struct BenchArgs {
     /// pods), to show the plugins' memory does not grow with it.
     #[arg(long, default_value_t = 0)]
     annotation_bytes: usize,
+    /// Give every node 8 GPUs' DCGM node metrics (18 values, as the
+    /// node-metrics source would) and change them all every this many
+    /// measured pods (a pass of the source); 0: no node metrics.
+    #[arg(long, default_value_t = 0)]
+    node_metrics: usize,
     /// Which plugins run.
     #[arg(long, value_enum, default_value_t = Scenario::Wasm)]
     scenario: Scenario,
@@ -93,6 +98,7 @@ fn spec(a: &BenchArgs, nodes: usize) -> bench::Spec {
         pods: a.pods,
         seed: a.seed,
         annotation_bytes: a.annotation_bytes,
+        node_metrics: a.node_metrics,
     }
 }
 
@@ -146,6 +152,7 @@ fn child(
             &workers.to_string(),
         ])
         .args(["--annotation-bytes", &a.annotation_bytes.to_string()])
+        .args(["--node-metrics", &a.node_metrics.to_string()])
         .stderr(std::process::Stdio::inherit())
         .output()?;
     anyhow::ensure!(
@@ -316,6 +323,7 @@ fn bench_gangs(a: &BenchArgs) -> Result<ExitCode> {
         pods: 0,
         seed: a.seed,
         annotation_bytes: a.annotation_bytes,
+        node_metrics: a.node_metrics,
     };
     let r = bench::gangs::run(spec, a.gangs, a.gang_size, a.scenario, a.workers)?;
     match a.output {

@@ -81,6 +81,12 @@ struct SimulateArgs {
     /// filter verdict and each score.
     #[arg(long, value_name = "NS/POD")]
     explain: Option<String>,
+    /// Node metrics for the plugins, as `run` gets them from Prometheus
+    /// (the config's `nodeMetrics` names and staleness): Prometheus text
+    /// format (dcgm-exporter's /metrics) or a query API answer as curl
+    /// prints it (docs/node-metrics.md).
+    #[arg(long, value_name = "FILE")]
+    metrics: Option<PathBuf>,
     /// Seed of the tie-break between equally scored nodes.
     #[arg(long, default_value_t = 0)]
     seed: u64,
@@ -405,12 +411,22 @@ fn run(command: Command) -> Result<ExitCode> {
             let (file, base) = load_config(&a.config)?;
             let manifests = manifest::load(&a.paths)?;
             let scheduler = build_scheduler(&a.config, &file, &base, a.seed)?;
+            let metrics = match &a.metrics {
+                None => None,
+                Some(path) => {
+                    let naming = wasmsched::node_metrics::NodeMetricsConfig::from_file(&file)?
+                        .map(|c| c.naming)
+                        .unwrap_or_default();
+                    Some(wasmsched::node_metrics::snapshot::load(path, &naming)?)
+                }
+            };
             let report = simulate::run(
                 &scheduler,
                 manifests,
                 &simulate::Options {
                     all_pods: a.all_pods,
                     explain: a.explain,
+                    metrics,
                 },
             )?;
             match a.output {

@@ -215,11 +215,43 @@ pub fn explain(e: &ExplainReport) -> String {
     if !e.gpu_devices.is_empty() {
         out.push_str(&crate::gpu_sharing_output::devices(&e.gpu_devices));
     }
+    if !e.node_metrics.is_empty() {
+        out.push_str(&node_metrics(&e.node_metrics));
+    }
     for (plugin, line) in &e.explanation.notes {
         out.push_str(&format!("  {}: {}\n", Escaped(plugin), Escaped(line)));
     }
     if let Some(p) = &e.explanation.preemption {
         out.push_str(&preemption(p));
+    }
+    out
+}
+
+/// Each node's live metrics (the node's own values; per-device values
+/// are counted, and listed in the JSON output).
+fn node_metrics(nodes: &[crate::simulate::NodeMetricsReport]) -> String {
+    let sep = crate::node_metrics::DEVICE_SEPARATOR;
+    let mut out = format!("Node metrics (from {}):\n", Escaped(&nodes[0].source));
+    for n in nodes {
+        let own: Vec<String> = n
+            .metrics
+            .iter()
+            .filter(|m| !m.name.contains(sep))
+            .map(|m| {
+                format!(
+                    "{} {} (age {}s)",
+                    Escaped(&m.name),
+                    m.value,
+                    m.age_seconds.round()
+                )
+            })
+            .collect();
+        let devices = n.metrics.iter().filter(|m| m.name.contains(sep)).count();
+        out.push_str(&format!("  {}: {}", Escaped(&n.node), own.join(", ")));
+        if devices > 0 {
+            out.push_str(&format!("; {devices} per-device values"));
+        }
+        out.push('\n');
     }
     out
 }

@@ -27,6 +27,9 @@ pub struct Options {
     pub all_pods: bool,
     /// `namespace/name` of a pod to explain.
     pub explain: Option<String>,
+    /// Node metrics (`--metrics FILE`), as `run`'s node-metrics source
+    /// would hand them to plugins.
+    pub metrics: Option<crate::node_metrics::snapshot::Snapshot>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -209,6 +212,52 @@ pub struct ExplainReport {
     pub gpus: Vec<crate::gpu_sharing::GpuShare>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub gpu_devices: Vec<crate::gpu_sharing::DeviceReport>,
+    /// The live metrics each node had (`--metrics`): value, age, source.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub node_metrics: Vec<NodeMetricsReport>,
+}
+
+/// One node's metrics as the plugins got them.
+#[derive(Debug, Clone, Serialize)]
+pub struct NodeMetricsReport {
+    pub node: String,
+    /// Where the values came from (`file PATH`).
+    pub source: String,
+    pub metrics: Vec<NodeMetricValue>,
+}
+
+/// One node metric (`METRIC`, the node's mean, or `METRIC/DEVICE`).
+#[derive(Debug, Clone, Serialize)]
+pub struct NodeMetricValue {
+    pub name: String,
+    pub value: f64,
+    /// Seconds before the newest sample of the source.
+    pub age_seconds: f64,
+}
+
+/// The metrics of the explained nodes, in the explanation's order.
+fn node_metrics_report(
+    m: &crate::node_metrics::snapshot::Snapshot,
+    e: &Explanation,
+) -> Vec<NodeMetricsReport> {
+    e.nodes
+        .iter()
+        .filter_map(|n| {
+            let values = m.store.node(&n.node)?;
+            Some(NodeMetricsReport {
+                node: n.node.clone(),
+                source: m.source.clone(),
+                metrics: values
+                    .iter()
+                    .map(|(name, v)| NodeMetricValue {
+                        name: name.clone(),
+                        value: v.value,
+                        age_seconds: (m.now - v.seen).max(0.0),
+                    })
+                    .collect(),
+            })
+        })
+        .collect()
 }
 
 /// Errors about the request itself (not about pods).
@@ -240,6 +289,7 @@ pub fn run(
             explain: opts.explain.clone(),
             ..Outcomes::default()
         },
+        metrics: opts.metrics.as_ref(),
     };
     sim.check_explain(&manifests)?;
     scheduler.reset_informers();
@@ -255,6 +305,7 @@ struct Simulation<'a> {
     now: u64,
     /// What the scheduler decided (the simulation's sink).
     out: Outcomes,
+    metrics: Option<&'a crate::node_metrics::snapshot::Snapshot>,
 }
 
 /// The simulation's [`Sink`]: the report in the making, and what a turn
@@ -379,6 +430,9 @@ impl<'a> Simulation<'a> {
             };
             self.scheduler
                 .object_event(&mut self.cache, &o.kind, event, 0);
+        }
+        if let Some(m) = self.metrics {
+            self.cache.replace_node_metrics(m.store.node_metrics());
         }
         for n in manifests.nodes {
             self.cache.node_applied(n, 0);
@@ -510,6 +564,10 @@ impl<'a> Simulation<'a> {
             .and_then(|n| self.cache.snapshot.by_name(n))
             .map(crate::gpu_sharing::node_devices)
             .unwrap_or_default();
+        let node_metrics = self
+            .metrics
+            .map(|m| node_metrics_report(m, &explanation))
+            .unwrap_or_default();
         self.report().explain = Some(ExplainReport {
             namespace: pod.namespace.clone(),
             pod: pod.name.clone(),
@@ -518,6 +576,7 @@ impl<'a> Simulation<'a> {
             explanation,
             gpus,
             gpu_devices,
+            node_metrics,
         });
     }
 

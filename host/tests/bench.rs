@@ -8,6 +8,7 @@ const SMALL: Spec = Spec {
     pods: 120,
     seed: 7,
     annotation_bytes: 0,
+    node_metrics: 0,
 };
 
 #[test]
@@ -221,4 +222,41 @@ fn mixed_churn_changes_the_cluster_during_the_run() {
     let r = bench::run_workload(Workload::MixedChurn, spec, Scenario::Core, 2, false).unwrap();
     assert_eq!(r.scheduled + r.unschedulable, 300, "{r:?}");
     assert!(r.scheduled > 250, "{r:?}");
+}
+
+/// `bench --node-metrics N`: every node carries 8 GPUs' DCGM values (the
+/// node's mean and each GPU's, for each default query), all of them
+/// change every N pods, and the run reports the attempts right after.
+#[test]
+fn node_metrics_change_every_n_pods() {
+    let m = bench::node_metrics::metrics_of(3, 1);
+    assert_eq!(m.len(), 18);
+    assert!(m.windows(2).all(|w| w[0].0 < w[1].0), "sorted by name");
+    let mean = m
+        .iter()
+        .find(|(k, _)| k == "DCGM_FI_DEV_GPU_UTIL")
+        .unwrap()
+        .1;
+    let gpus: Vec<f64> = m
+        .iter()
+        .filter(|(k, _)| k.starts_with("DCGM_FI_DEV_GPU_UTIL/"))
+        .map(|(_, v)| *v)
+        .collect();
+    assert_eq!(mean, gpus.iter().sum::<f64>() / 8.0);
+    assert_ne!(
+        m,
+        bench::node_metrics::metrics_of(3, 2),
+        "a new pass, new values"
+    );
+    let spec = Spec {
+        node_metrics: 40,
+        ..SMALL
+    };
+    let r = bench::run(spec, Scenario::Wasm, 1, false).unwrap();
+    assert_eq!(r.scheduled + r.unschedulable, SMALL.pods);
+    assert!(r.after_metrics_ms.is_some());
+    assert!(bench::run(SMALL, Scenario::Core, 1, false)
+        .unwrap()
+        .after_metrics_ms
+        .is_none());
 }

@@ -571,3 +571,89 @@ fn every_extension_point_of_a_kube_scheduler_file_is_read() {
     ));
     ok(&o);
 }
+
+// ------------------------------------------------------ node metrics
+
+/// `simulate --metrics`: dcgm-exporter's series change GpuTopology's
+/// utilization term, and `--explain` shows each node's values, their age
+/// and where they came from; a bad file is one line naming it.
+#[test]
+fn simulate_with_dcgm_metrics_explains_the_utilization_term() {
+    let metrics = s(&gpu_example().join("dcgm-metrics.prom"));
+    let pod = "ml/t4-inference-a";
+    let example = s(&gpu_example());
+    let explain = |extra: &[&str]| {
+        let mut args = vec!["simulate", &example, "--explain", pod, "--output", "json"];
+        args.extend_from_slice(extra);
+        let o = wasmsched(&args);
+        ok(&o);
+        let v: Value = serde_json::from_str(&o.stdout).unwrap();
+        v["explain"].clone()
+    };
+    let gpu_score = |e: &Value, node: &str| -> i64 {
+        let n = e["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|n| n["node"] == node)
+            .unwrap_or_else(|| panic!("{node} in {e}"));
+        let s = n["scores"].as_array().unwrap();
+        let g = s.iter().find(|s| s["plugin"] == "GpuTopology").unwrap();
+        g["raw"].as_i64().unwrap()
+    };
+    // 4 free of 4 T4s, binpack: fit 65. Utilization unknown (50%):
+    // (65*7 + 50*3)/10; from the file, the mean of the four GPUs (86%):
+    // (65*7 + 14*3)/10.
+    let without = explain(&[]);
+    assert_eq!(gpu_score(&without, "gpu-t4-1"), 60);
+    assert!(without.get("node_metrics").is_none(), "{without}");
+    let with = explain(&["--metrics", &metrics]);
+    assert_eq!(with["node"], "gpu-t4-1", "{with}");
+    assert_eq!(gpu_score(&with, "gpu-t4-1"), 49);
+    let t4 = with["node_metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["node"] == "gpu-t4-1")
+        .unwrap_or_else(|| panic!("{with}"))
+        .clone();
+    assert_eq!(t4["source"], format!("file {metrics}"));
+    let util = t4["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "DCGM_FI_DEV_GPU_UTIL")
+        .unwrap()
+        .clone();
+    assert_eq!(util["value"], 86.0);
+    assert_eq!(util["age_seconds"], 0.0);
+    // 2 metrics (the file's DCGM_FI_DEV_FB_USED is not one of the
+    // default queries), each the node's mean and 4 GPUs' values.
+    assert_eq!(t4["metrics"].as_array().unwrap().len(), 10);
+
+    let o = wasmsched(&[
+        "simulate",
+        &example,
+        "--metrics",
+        &metrics,
+        "--explain",
+        pod,
+    ]);
+    ok(&o);
+    assert!(
+        o.stdout.contains(&format!("Node metrics (from file {metrics}):"))
+            && o.stdout.contains(
+                "  gpu-t4-1: DCGM_FI_DEV_FB_FREE 4792.75 (age 0s), DCGM_FI_DEV_GPU_UTIL 86 (age 0s); \
+                 8 per-device values"
+            ),
+        "{}",
+        o.stdout
+    );
+
+    let bad =
+        std::env::temp_dir().join(format!("wasmsched-bad-metrics-{}.json", std::process::id()));
+    std::fs::write(&bad, r#"{"status":"success","data":{"resultType":"vector","result":[{"metric":{"Hostname":"gpu-t4-1"},"value":[1,"3"]}]}}"#).unwrap();
+    let o = wasmsched(&["simulate", &s(&gpu_example()), "--metrics", &s(&bad)]);
+    assert_one_line_error(&o, &[&s(&bad), "no __name__ label"]);
+    let _ = std::fs::remove_file(&bad);
+}

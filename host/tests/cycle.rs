@@ -483,6 +483,7 @@ fn explain_of_a_retried_pod_names_where_it_went() {
     let opts = simulate::Options {
         all_pods: false,
         explain: Some("default/follower".into()),
+        metrics: None,
     };
     let r = simulate::run(&s, manifests(nodes, pods), &opts).unwrap();
     let placed = placements(&r)["default/follower"].clone();
@@ -775,6 +776,7 @@ fn all_pods_uses_the_first_profile_for_everyone() {
     let opts = simulate::Options {
         all_pods: true,
         explain: None,
+        metrics: None,
     };
     let r = simulate::run(&s, manifests(nodes, pods), &opts).unwrap();
     assert_eq!(r.ignored, 0);
@@ -798,6 +800,7 @@ fn explain_errors_name_the_pod() {
         let opts = simulate::Options {
             all_pods: false,
             explain: Some(key.into()),
+            metrics: None,
         };
         simulate::run(&s, manifests(vec![NodeB::new("n1").build()], pods), &opts)
             .expect_err("an error")

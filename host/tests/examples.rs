@@ -114,6 +114,7 @@ fn built_ins_skip_what_does_not_concern_the_pod() {
     let opts = simulate::Options {
         all_pods: false,
         explain: Some("etl/data-prep".into()),
+        metrics: None,
     };
     let r = simulate::run(&scheduler, manifests, &opts).unwrap();
     let e = r.explain.expect("explained");
@@ -136,6 +137,7 @@ fn built_ins_skip_what_does_not_concern_the_pod() {
     let opts = simulate::Options {
         all_pods: false,
         explain: Some("ml/gpu-pod".into()),
+        metrics: None,
     };
     let r = simulate::run(&scheduler, manifests, &opts).unwrap();
     let v = serde_json::to_value(&r.explain.unwrap().explanation).unwrap();

@@ -51,6 +51,7 @@ fn run(example: &Path, file: &ConfigFile, base: &Path, explain: Option<String>) 
     let opts = simulate::Options {
         all_pods: false,
         explain,
+        metrics: None,
     };
     simulate::run(&scheduler, manifests, &opts).unwrap()
 }

@@ -348,6 +348,7 @@ fn manifests_load_schedule_and_print_without_panicking() {
                     let options = simulate::Options {
                         all_pods: true,
                         explain,
+                        metrics: None,
                     };
                     if let Ok(report) = simulate::run(&scheduler, m, &options) {
                         let table = output::table(&report);

@@ -20,6 +20,9 @@ pub struct Spec {
     pub seed: u64,
     /// Bytes of a `last-applied-configuration` annotation on every pod.
     pub annotation_bytes: usize,
+    /// Not 0: every node carries 8 GPUs' DCGM node metrics, changed every
+    /// this many measured pods (`bench::node_metrics`).
+    pub node_metrics: usize,
 }
 
 const ZONES: [(&str, &str); 3] = [

@@ -6,6 +6,7 @@ pub mod gangs;
 pub mod generate;
 #[cfg(feature = "native-builtins")]
 pub mod native;
+pub mod node_metrics;
 pub mod preemption;
 pub mod workloads;
 
@@ -60,6 +61,11 @@ pub struct BenchResult {
     /// (wasm plugin, the most linear memory one of its instances had, bytes)
     #[serde(default)]
     pub plugin_memory: Vec<(String, u64)>,
+    /// `--node-metrics`: the mean latency of the first attempt after each
+    /// change of every node's metrics (the plugin instances apply the
+    /// node changes then), ms.
+    #[serde(default)]
+    pub after_metrics_ms: Option<f64>,
 }
 
 /// What a run measured, for [`result`].
@@ -142,6 +148,7 @@ pub fn result(
             .iter()
             .filter_map(|p| Some((p.name().to_string(), p.health()?.memory_bytes)))
             .collect(),
+        after_metrics_ms: None,
     }
 }
 
@@ -254,21 +261,37 @@ pub fn run_workload(
     for (at, p) in cluster.init {
         snapshot.add_pod(at, Arc::new(p));
     }
+    if spec.node_metrics > 0 {
+        node_metrics::refresh(&mut snapshot, 0);
+    }
     snapshot.compact_log();
     let measured = cluster.measured.len();
     let bar = progress_bar(progress, measured, scenario, workers);
     let mut tally = Tally::default();
     let mut rng = rand::SeedableRng::seed_from_u64(spec.seed);
+    let mut after_metrics = Vec::new();
     let started = Instant::now();
     for (i, pod) in cluster.measured.into_iter().enumerate() {
         if workloads::churn(workload, i, &mut snapshot, &mut tally.placed, &mut rng) {
             snapshot.compact_log();
+        }
+        if spec.node_metrics > 0 && i > 0 && i % spec.node_metrics == 0 {
+            node_metrics::refresh(&mut snapshot, i / spec.node_metrics);
+            snapshot.compact_log();
+            after_metrics.push(i);
         }
         tally.attempt(fw, &mut snapshot, pod);
         bar.inc(1);
     }
     let elapsed = started.elapsed();
     bar.finish_and_clear();
+    let after: Vec<f64> = after_metrics
+        .iter()
+        .filter_map(|&i| tally.latencies.get(i))
+        .map(|d| d.as_secs_f64() * 1e3)
+        .collect();
+    let after_metrics_ms =
+        (!after.is_empty()).then(|| after.iter().sum::<f64>() / after.len() as f64);
     let mut r = result(
         Run {
             scenario,
@@ -286,6 +309,7 @@ pub fn run_workload(
         tally.latencies,
     );
     r.unschedulable = tally.unschedulable;
+    r.after_metrics_ms = after_metrics_ms;
     Ok(r)
 }
 

@@ -119,6 +119,10 @@ pub struct ConfigFile {
     /// The pod-deletion-cost controller; `wasmsched run` starts it when
     /// present. See docs/deletion-cost.md.
     pub deletion_cost: Option<DeletionCostFile>,
+    /// Live node metrics (DCGM's GPU utilization) from Prometheus, fed to
+    /// plugins as node metrics; `wasmsched run` polls it when present.
+    /// See docs/node-metrics.md.
+    pub node_metrics: Option<NodeMetricsFile>,
     /// Scheduler extenders (webhooks): refused unless empty.
     pub extenders: Option<Vec<serde_json::Value>>,
     /// Backoff of unschedulable pods: upstream's defaults (1 s, 10 s) only.
@@ -306,14 +310,36 @@ pub struct DeletionCostFile {
     pub args: serde_json::Value,
 }
 
-/// `deletionCost.prometheus`: metrics from Prometheus's HTTP API.
+/// `nodeMetrics`: validated into `node_metrics::NodeMetricsConfig`, which
+/// documents each default.
+#[derive(Debug, Clone, Deserialize, Default, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct NodeMetricsFile {
+    /// `queries`: metric name -> PromQL (default: the DCGM series).
+    pub prometheus: Option<PrometheusFile>,
+    /// The label naming the node (dcgm-exporter: `Hostname`).
+    pub node_label: Option<String>,
+    /// The label naming the device (dcgm-exporter: `UUID`).
+    pub device_label: Option<String>,
+    /// How often Prometheus is queried, e.g. `15s`.
+    pub interval: Option<String>,
+    /// How old a value may be before it counts as unknown, e.g. `1m`.
+    pub stale_after: Option<String>,
+}
+
+/// `deletionCost.prometheus` and `nodeMetrics.prometheus`: metrics from
+/// Prometheus's HTTP API (`crate::prometheus`).
 #[derive(Debug, Clone, Deserialize, Default, PartialEq)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct PrometheusFile {
     pub url: String,
     /// Deadline of each query, e.g. `5s`.
     pub timeout: Option<String>,
-    /// Metric name -> PromQL with `{pod}` and `{namespace}` placeholders.
+    /// A file holding a bearer token sent with every query (read for
+    /// each query, so a rotated token is picked up).
+    pub bearer_token_file: Option<PathBuf>,
+    /// Metric name -> PromQL (in `deletionCost`, with `{pod}` and
+    /// `{namespace}` placeholders).
     #[serde(default)]
     pub queries: BTreeMap<String, String>,
 }

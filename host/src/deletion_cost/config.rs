@@ -65,8 +65,7 @@ impl QueryTemplate {
 /// Metrics from Prometheus's HTTP API.
 #[derive(Debug, Clone)]
 pub struct PrometheusSource {
-    pub url: reqwest::Url,
-    pub timeout: Duration,
+    pub endpoint: crate::prometheus::Endpoint,
     /// Metric name -> query.
     pub queries: BTreeMap<String, QueryTemplate>,
 }
@@ -173,14 +172,7 @@ fn metric_name_ok(name: &str) -> bool {
 
 fn prometheus(p: &PrometheusFile) -> Result<PrometheusSource, ConfigError> {
     let f = "deletionCost.prometheus";
-    let url = reqwest::Url::parse(&p.url)
-        .map_err(|e| err(format!("{f}.url"), format!("invalid URL {:?}: {e}", p.url)))?;
-    if !matches!(url.scheme(), "http" | "https") {
-        return Err(err(
-            format!("{f}.url"),
-            format!("{:?}: must be an http or https URL", p.url),
-        ));
-    }
+    let endpoint = crate::prometheus::Endpoint::from_file(f, p)?;
     let mut queries = BTreeMap::new();
     for (name, q) in &p.queries {
         let field = format!("{f}.queries.{name}");
@@ -195,11 +187,7 @@ fn prometheus(p: &PrometheusFile) -> Result<PrometheusSource, ConfigError> {
             "at least one metric query is needed",
         ));
     }
-    Ok(PrometheusSource {
-        url,
-        timeout: duration(&format!("{f}.timeout"), &p.timeout, Duration::from_secs(5))?,
-        queries,
-    })
+    Ok(PrometheusSource { endpoint, queries })
 }
 
 fn pod_metrics(p: &PodMetricsFile) -> Result<PodEndpointSource, ConfigError> {

@@ -11,7 +11,6 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures::StreamExt;
-use serde::Deserialize;
 
 use super::config::{PodEndpointSource, PrometheusSource};
 use super::facts::PodFacts;
@@ -84,76 +83,35 @@ pub fn check(v: f64) -> Result<f64, Fault> {
     }
 }
 
-/// Parses a sample value as Prometheus writes it (`NaN`, `+Inf`, `-Inf`,
-/// decimals).
-pub fn parse_value(s: &str) -> Option<f64> {
-    match s {
-        "NaN" => Some(f64::NAN),
-        "+Inf" | "Inf" => Some(f64::INFINITY),
-        "-Inf" => Some(f64::NEG_INFINITY),
-        s => s.parse().ok(),
+pub use crate::prometheus::parse_value;
+use crate::prometheus::{root_cause, Answer, QueryError};
+
+impl From<QueryError> for Fault {
+    fn from(e: QueryError) -> Self {
+        match e {
+            QueryError::Unreachable(m) => Fault::PrometheusUnreachable(m),
+            QueryError::BadResponse(m) => Fault::PrometheusBadResponse(m),
+        }
     }
 }
 
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct ApiResponse {
-    status: String,
-    data: Option<ApiData>,
-    error_type: Option<String>,
-    error: Option<String>,
-}
-
-#[derive(Deserialize)]
-#[serde(tag = "resultType", content = "result", rename_all = "lowercase")]
-enum ApiData {
-    Vector(Vec<VectorSample>),
-    Scalar((f64, String)),
-    // Read only to say that they are the wrong kind of result.
-    #[allow(dead_code)]
-    Matrix(serde_json::Value),
-    #[allow(dead_code)]
-    String(serde_json::Value),
-}
-
-#[derive(Deserialize)]
-struct VectorSample {
-    value: (f64, String),
+/// One series (or a scalar) is the value, no series is `None`.
+fn one_value(answer: Answer) -> Reading {
+    let v = match answer {
+        Answer::Scalar(v) => v,
+        Answer::Vector(v) => match &v[..] {
+            [] => return Ok(None),
+            [one] => one.value,
+            many => return Err(Fault::MultipleSeries(many.len())),
+        },
+    };
+    check(v).map(Some)
 }
 
 /// Interprets the body of an instant query: one sample (or a scalar) is
 /// the value, no sample is `None`.
 pub fn parse_query_response(status: u16, body: &str) -> Reading {
-    let resp: ApiResponse = serde_json::from_str(body).map_err(|e| {
-        let snippet: String = body.chars().take(80).collect();
-        Fault::PrometheusBadResponse(format!(
-            "HTTP {status}, not a query API response ({e}): {snippet:?}"
-        ))
-    })?;
-    if resp.status != "success" {
-        return Err(Fault::PrometheusBadResponse(format!(
-            "HTTP {status}, {}: {}",
-            resp.error_type.unwrap_or_else(|| "error".into()),
-            resp.error.unwrap_or_default()
-        )));
-    }
-    let raw = match resp.data {
-        Some(ApiData::Vector(v)) => match &v[..] {
-            [] => return Ok(None),
-            [one] => one.value.1.clone(),
-            many => return Err(Fault::MultipleSeries(many.len())),
-        },
-        Some(ApiData::Scalar((_, v))) => v,
-        Some(ApiData::Matrix(_)) | Some(ApiData::String(_)) | None => {
-            return Err(Fault::PrometheusBadResponse(
-                "the query must return an instant vector or a scalar".into(),
-            ))
-        }
-    };
-    let v = parse_value(&raw).ok_or_else(|| {
-        Fault::PrometheusBadResponse(format!("sample value {raw:?} is not a number"))
-    })?;
-    check(v).map(Some)
+    one_value(crate::prometheus::parse_answer(status, body)?)
 }
 
 /// The values of `metrics` (metric name -> series name) in a text
@@ -197,7 +155,7 @@ pub fn parse_exposition(
 
 /// Fetches metrics from the configured sources.
 pub struct Collector {
-    http: reqwest::Client,
+    client: crate::prometheus::Client,
     prometheus: Option<PrometheusSource>,
     endpoint: Option<PodEndpointSource>,
 }
@@ -208,42 +166,14 @@ pub type Readings = BTreeMap<String, BTreeMap<String, Reading>>;
 impl Collector {
     pub fn new(prometheus: Option<PrometheusSource>, endpoint: Option<PodEndpointSource>) -> Self {
         Collector {
-            http: reqwest::Client::builder()
-                .no_proxy()
-                .build()
-                .unwrap_or_else(|_| reqwest::Client::new()),
+            client: crate::prometheus::Client::default(),
             prometheus,
             endpoint,
         }
     }
 
     async fn query(&self, p: &PrometheusSource, query: &str) -> Reading {
-        let url = p
-            .url
-            .join("api/v1/query")
-            .map_err(|e| Fault::PrometheusBadResponse(format!("URL: {e}")))?;
-        let resp = self
-            .http
-            .get(url)
-            .query(&[("query", query)])
-            .timeout(p.timeout)
-            .send()
-            .await
-            .map_err(|e| Fault::PrometheusUnreachable(format!("{}: {}", p.url, root_cause(&e))))?;
-        let status = resp.status().as_u16();
-        let body = resp.text().await.map_err(|e| {
-            Fault::PrometheusUnreachable(format!(
-                "{}: reading the answer: {}",
-                p.url,
-                root_cause(&e)
-            ))
-        })?;
-        parse_query_response(status, &body).map_err(|f| match f {
-            Fault::PrometheusBadResponse(m) => {
-                Fault::PrometheusBadResponse(format!("query {query:?}: {m}"))
-            }
-            f => f,
-        })
+        one_value(self.client.query(&p.endpoint, query).await?)
     }
 
     async fn scrape(&self, e: &PodEndpointSource, pod: &PodFacts) -> BTreeMap<String, Reading> {
@@ -278,7 +208,7 @@ impl Collector {
             ip.to_string()
         };
         let url = format!("http://{host}:{port}{path}");
-        let resp = match self.http.get(&url).timeout(e.timeout).send().await {
+        let resp = match self.client.http().get(&url).timeout(e.timeout).send().await {
             Ok(r) => r,
             Err(err) => {
                 return all(Fault::EndpointUnreachable {
@@ -352,20 +282,6 @@ impl Collector {
 struct Down {
     flag: AtomicBool,
     cause: parking_lot::Mutex<String>,
-}
-
-/// The innermost cause of an HTTP error ("Connection refused"), which is
-/// what an operator needs, on one line.
-fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut cur: &dyn std::error::Error = e;
-    while let Some(next) = cur.source() {
-        cur = next;
-    }
-    let inner = cur.to_string();
-    if e.to_string().contains("timed out") || inner.contains("timed out") {
-        return "timed out".into();
-    }
-    inner.lines().next().unwrap_or_default().to_string()
 }
 
 #[cfg(test)]

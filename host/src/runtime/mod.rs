@@ -232,6 +232,7 @@ pub async fn run(
     deletion_cost: Option<crate::deletion_cost::DeletionCostConfig>,
     opts: Options,
 ) -> anyhow::Result<Ending> {
+    let node_metrics = crate::node_metrics::NodeMetricsConfig::from_file(file)?;
     let (client, http) = connect(&opts, &settings).await?;
     let metrics = register_metrics(&scheduler);
     let leader_elect = opts
@@ -280,6 +281,15 @@ pub async fn run(
     let recorder = tokio::spawn(recorder.run(report_rx));
     let api_watch = tokio::spawn(report_api_pressure(report_tx.clone()));
     let mut watches = Watches::start(&shared, &client, &throttle, &report_tx);
+    if let Some(cfg) = node_metrics {
+        // Its own task: a slow Prometheus never holds the cache's lock.
+        let shared = shared.clone();
+        let apply = move |m| {
+            shared.cache.lock().replace_node_metrics(m);
+        };
+        let source = crate::node_metrics::source::run(cfg, apply);
+        watches.tasks.push(tokio::spawn(source));
+    }
     let (preempt_tx, [budgets, classes, evictor]) =
         preemption::spawn(&shared, &client, &throttle, &identity);
     watches.tasks.extend([budgets, classes]);

@@ -121,7 +121,7 @@ pub fn service_account_kubeconfig(dir: &Path) -> std::path::PathBuf {
 }
 
 /// Metric names a dashboard expression reads (without `_bucket` etc.).
-fn dashboard_metrics() -> Vec<String> {
+pub fn dashboard_metrics() -> Vec<String> {
     let text = std::fs::read_to_string(repo().join("deploy/grafana-dashboard.json")).unwrap();
     let dash: serde_json::Value = serde_json::from_str(&text).unwrap();
     let mut names = Vec::new();
@@ -148,6 +148,10 @@ const CONTROLLER_METRICS: &str = "wasmsched_pod_deletion_cost";
 /// Per-device GPU metrics (served once a node runs HAMi's device plugin;
 /// host/tests/kube/hami.rs checks them).
 const GPU_DEVICE_METRICS: &str = "wasmsched_gpu_device_";
+
+/// The node-metrics source's metrics (served once `nodeMetrics` is
+/// configured; host/tests/kube/node_metrics.rs checks them).
+const NODE_METRICS_SOURCE: &str = "wasmsched_node_metrics_";
 
 /// The dashboard's metrics that `/metrics` does not serve.
 async fn missing_dashboard_metrics(sched: &Scheduler) -> Vec<String> {
@@ -403,9 +407,9 @@ async fn the_scheduler_runs_with_exactly_its_service_accounts_rbac() {
     // rights.
     let missing = missing_dashboard_metrics(&sched).await;
     assert!(
-        missing
-            .iter()
-            .all(|m| m.starts_with(CONTROLLER_METRICS) || m.starts_with(GPU_DEVICE_METRICS)),
+        missing.iter().all(|m| m.starts_with(CONTROLLER_METRICS)
+            || m.starts_with(GPU_DEVICE_METRICS)
+            || m.starts_with(NODE_METRICS_SOURCE)),
         "dashboard metrics not served: {missing:?}"
     );
     let logs = sched.logs();

@@ -22,6 +22,7 @@ mod gates;
 mod hami;
 mod namespaces;
 mod node;
+mod node_metrics;
 mod oci;
 mod outages;
 mod preemption;

@@ -56,6 +56,7 @@ struct Args {
     unknown_utilization: Option<f64>,
     utilization_annotation: Option<String>,
     utilization_metric: Option<String>,
+    free_memory_metric: Option<String>,
     model_aliases: Option<BTreeMap<String, Vec<String>>>,
     model_matching: Option<ModelMatching>,
     topology_penalty: Option<u32>,
@@ -77,6 +78,9 @@ pub struct Config {
     pub unknown_utilization_pct: u32,
     pub utilization_annotation: String,
     pub utilization_metric: String,
+    /// Node metric of a device's free framebuffer memory in MiB, read as
+    /// `METRIC/UUID` on HAMi nodes.
+    pub free_memory_metric: String,
     /// Lower-cased model name -> lower-cased node model names it matches.
     pub model_aliases: BTreeMap<String, Vec<String>>,
     pub model_matching: ModelMatching,
@@ -112,6 +116,7 @@ impl Default for Config {
             unknown_utilization_pct: 50,
             utilization_annotation: crate::ANN_UTILIZATION.to_string(),
             utilization_metric: crate::METRIC_UTILIZATION.to_string(),
+            free_memory_metric: crate::METRIC_FREE_MEMORY.to_string(),
             model_aliases: BTreeMap::new(),
             model_matching: ModelMatching::Tokens,
             topology_penalty: 20,
@@ -205,6 +210,12 @@ impl Config {
                 return Err(field_error("utilizationMetric", "must not be empty"));
             }
             cfg.utilization_metric = m;
+        }
+        if let Some(m) = args.free_memory_metric {
+            if m.is_empty() {
+                return Err(field_error("freeMemoryMetric", "must not be empty"));
+            }
+            cfg.free_memory_metric = m;
         }
         if let Some(aliases) = args.model_aliases {
             for (model, names) in aliases {

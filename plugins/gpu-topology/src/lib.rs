@@ -49,6 +49,9 @@ pub const ANN_ASSIGNED: &str = "gpu.nvidia.com/assigned-gpus";
 pub const ANN_UTILIZATION: &str = "gpu.nvidia.com/utilization";
 /// Host-provided node metric (percent, averaged over the node's GPUs).
 pub const METRIC_UTILIZATION: &str = "DCGM_FI_DEV_GPU_UTIL";
+/// Host-provided per-device metric (`DCGM_FI_DEV_FB_FREE/UUID`, MiB): the
+/// device's free framebuffer memory.
+pub const METRIC_FREE_MEMORY: &str = "DCGM_FI_DEV_FB_FREE";
 
 /// Rejection reasons (countable: no names or numbers).
 ///
@@ -384,7 +387,11 @@ impl Plugin for GpuTopology {
     }
 
     fn observe(&self, delta: &Delta, cluster: &Cluster) {
-        self.hami.observe(delta);
+        let live = hami::LiveMetrics {
+            utilization: &self.cfg.utilization_metric,
+            free_memory: &self.cfg.free_memory_metric,
+        };
+        self.hami.observe(delta, live);
         self.facts.borrow_mut().observe(delta, &self.cfg, cluster);
     }
 

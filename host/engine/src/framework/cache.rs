@@ -50,6 +50,10 @@ pub struct Cache {
     bound: HashMap<String, Arc<Pod>>,
     /// Pods placed by this scheduler, not yet seen bound by the watch.
     assumed: HashMap<String, Assumed>,
+    /// Live metrics of nodes by node name (a node-metrics source's), kept
+    /// apart from the Node objects so that a watch update of a node keeps
+    /// them.
+    node_metrics: HashMap<String, Vec<(String, f64)>>,
 }
 
 impl Cache {
@@ -63,7 +67,10 @@ impl Cache {
 
     /// Adds or updates a node. Returns false when nothing that matters for
     /// scheduling changed (a status heartbeat).
-    pub fn node_applied(&mut self, node: Node, now_ms: u64) -> bool {
+    pub fn node_applied(&mut self, mut node: Node, now_ms: u64) -> bool {
+        if let Some(m) = self.node_metrics.get(&node.name) {
+            node.metrics = m.clone();
+        }
         let existing = self.snapshot.by_name(&node.name).map(|i| i.node.clone());
         if existing.as_deref() == Some(&node) {
             return false;
@@ -84,6 +91,37 @@ impl Cache {
         }
         self.queue.on_cluster_event(now_ms);
         true
+    }
+
+    /// Replaces the live metrics of every node (`Node::metrics`, each list
+    /// sorted by name): nodes absent from `metrics` have none. Only the
+    /// nodes whose metrics changed are set again in the snapshot (one
+    /// `NodeSet` change each, so plugins get deltas). No pod is requeued:
+    /// metrics change scores, not whether a pod fits. Returns how many
+    /// nodes changed.
+    pub fn replace_node_metrics(&mut self, metrics: HashMap<String, Vec<(String, f64)>>) -> usize {
+        let old = std::mem::replace(&mut self.node_metrics, metrics);
+        let mut names: Vec<&String> = old
+            .keys()
+            .filter(|n| !self.node_metrics.contains_key(*n))
+            .chain(self.node_metrics.keys())
+            .collect();
+        names.sort_unstable();
+        let mut changed = 0;
+        for name in names {
+            let want = self.node_metrics.get(name).cloned().unwrap_or_default();
+            let Some(info) = self.snapshot.by_name(name) else {
+                continue;
+            };
+            if info.node.metrics == want {
+                continue;
+            }
+            let mut node = (*info.node).clone();
+            node.metrics = want;
+            self.snapshot.set_node(node);
+            changed += 1;
+        }
+        changed
     }
 
     pub fn node_deleted(&mut self, name: &str, now_ms: u64) -> bool {
@@ -419,6 +457,32 @@ mod tests {
         assert!(c.pop(0).is_none());
         assert!(c.forget(&pod.uid, 10));
         assert!(c.snapshot.by_name("n1").unwrap().pods.is_empty());
+    }
+
+    /// Live metrics reach the snapshot as node changes (only for nodes
+    /// whose metrics changed), survive a watch update of the node, and
+    /// go when the source no longer has them.
+    #[test]
+    fn node_metrics_are_kept_across_node_updates() {
+        let mut c = cache_with_node();
+        let util = |v: f64| vec![("DCGM_FI_DEV_GPU_UTIL".to_string(), v)];
+        let generation = c.snapshot.generation();
+        let n1_at = |v: f64| HashMap::from([("n1".to_string(), util(v))]);
+        assert_eq!(c.replace_node_metrics(n1_at(40.0)), 1);
+        assert_eq!(c.snapshot.generation(), generation + 1);
+        assert_eq!(c.snapshot.by_name("n1").unwrap().node.metrics, util(40.0));
+        // Unchanged: no change logged. Unknown nodes are kept for later.
+        let mut same = n1_at(40.0);
+        same.insert("n2".into(), util(5.0));
+        assert_eq!(c.replace_node_metrics(same), 0);
+        assert_eq!(c.snapshot.generation(), generation + 1);
+        // The watch's node carries no metrics; the cache's stay.
+        let n1 = N::new("n1").alloc(&[("cpu", "4"), ("pods", "10")]).build();
+        assert!(!c.node_applied(n1, 0));
+        c.node_applied(N::new("n2").alloc(&[("cpu", "1")]).build(), 0);
+        assert_eq!(c.snapshot.by_name("n2").unwrap().node.metrics, util(5.0));
+        assert_eq!(c.replace_node_metrics(HashMap::new()), 2);
+        assert!(c.snapshot.by_name("n1").unwrap().node.metrics.is_empty());
     }
 
     /// Upstream's SchedulingGates: a gated pod is held, never popped,

@@ -8,6 +8,7 @@ use wasmsched_shared::hami::{DeviceState, NodeUsage, PairScores, Request};
 
 use super::config::GpuPolicy;
 use super::demand::HamiDemand;
+use super::index::DeviceLive;
 
 /// Why a device (or the node) does not take a vGPU. The text is a
 /// countable Filter reason.
@@ -150,12 +151,13 @@ fn load_check(r: &Request, dev: &DeviceState, l: &Load) -> Option<Reason> {
 
 /// Where the pod's vGPUs go on `node`, or why they do not fit.
 /// `central`: each device's [`centralities`] (computed once per node
-/// change).
+/// change); `live`: each device's DCGM values (empty: none known).
 pub fn place(
     d: &HamiDemand,
     node: &NodeUsage,
     pairs: &PairScores,
     central: &[i64],
+    live: &[DeviceLive],
 ) -> Result<Choice, Reason> {
     let devs = &node.devices;
     if (devs.len() as u64) < u64::from(d.widest()) {
@@ -177,7 +179,7 @@ pub fn place(
         };
         let init = i < d.num_init;
         let loads = if init { &base } else { &app };
-        let chosen = place_container(d, r, node, (pairs, central), &statics, loads)?;
+        let chosen = place_container(d, r, node, (pairs, central, live), &statics, loads)?;
         let picks: Vec<Pick> = chosen
             .iter()
             .map(|&k| Pick {
@@ -217,13 +219,13 @@ pub fn centralities(node: &NodeUsage, pairs: &PairScores) -> Vec<i64> {
         .collect()
 }
 
-/// The devices one container's vGPUs get (`links`: the node's pair scores
-/// and each device's [`centralities`]).
+/// The devices one container's vGPUs get (the node's pair scores, each
+/// device's [`centralities`] and its live DCGM values).
 fn place_container(
     d: &HamiDemand,
     r: &Request,
     node: &NodeUsage,
-    (pairs, central): (&PairScores, &[i64]),
+    (pairs, central, live): (&PairScores, &[i64], &[DeviceLive]),
     statics: &[Option<Reason>],
     loads: &[Load],
 ) -> Result<Vec<usize>, Reason> {
@@ -245,6 +247,7 @@ fn place_container(
         node,
         pairs,
         central,
+        live,
         loads,
     };
     if !d.numa_bind {
@@ -291,10 +294,19 @@ struct Chooser<'a> {
     node: &'a NodeUsage,
     pairs: &'a PairScores,
     central: &'a [i64],
+    live: &'a [DeviceLive],
     loads: &'a [Load],
 }
 
-type Cost = [i64; 4];
+/// Lower is better, compared in order: DCGM says the device lacks the
+/// memory the vGPU takes; the policy's three terms; the devices' DCGM
+/// utilization; minus their free framebuffer memory; their indices.
+type Cost = [i64; 7];
+
+/// The utilization a device without a DCGM value counts as (percent): in
+/// the middle, so that a known idle GPU comes before it and a known busy
+/// one after.
+pub const UNKNOWN_DEVICE_UTILIZATION: i64 = 50;
 
 impl Chooser<'_> {
     fn mem(&self, k: usize) -> u64 {
@@ -328,14 +340,50 @@ impl Chooser<'_> {
         i64::from(self.loads[k].untouched())
     }
 
-    fn single_cost(&self, k: usize) -> Cost {
-        let i = k as i64;
+    fn live(&self, k: usize) -> DeviceLive {
+        self.live.get(k).copied().unwrap_or_default()
+    }
+
+    /// 1 when DCGM's free framebuffer memory on the device is below what
+    /// the vGPU takes (memory used outside HAMi's accounting).
+    fn short(&self, k: usize) -> i64 {
+        let mem = self.mem(k);
+        i64::from(self.live(k).fb_free_mib.is_some_and(|free| free < mem))
+    }
+
+    /// The device's DCGM utilization in percent.
+    fn busy(&self, k: usize) -> i64 {
+        self.live(k)
+            .util
+            .map_or(UNKNOWN_DEVICE_UTILIZATION, i64::from)
+    }
+
+    /// Free framebuffer MiB by DCGM (0 when unknown).
+    fn fb_free(&self, k: usize) -> i64 {
+        self.live(k).fb_free_mib.unwrap_or(0).min(i64::MAX as u64) as i64
+    }
+
+    /// The policy's terms for one device.
+    fn single_terms(&self, k: usize) -> [i64; 3] {
         match self.policy {
-            GpuPolicy::Fragmentation => [self.opened(k), self.free_after(k), self.centrality(k), i],
-            GpuPolicy::Binpack => [-self.hami_score(k), i, 0, 0],
-            GpuPolicy::Spread => [self.hami_score(k), i, 0, 0],
-            GpuPolicy::TopologyAware => [self.centrality(k), self.opened(k), self.free_after(k), i],
+            GpuPolicy::Fragmentation => [self.opened(k), self.free_after(k), self.centrality(k)],
+            GpuPolicy::Binpack => [-self.hami_score(k), 0, 0],
+            GpuPolicy::Spread => [self.hami_score(k), 0, 0],
+            GpuPolicy::TopologyAware => [self.centrality(k), self.opened(k), self.free_after(k)],
         }
+    }
+
+    fn single_cost(&self, k: usize) -> Cost {
+        let [a, b, c] = self.single_terms(k);
+        [
+            self.short(k),
+            a,
+            b,
+            c,
+            self.busy(k),
+            -self.fb_free(k),
+            k as i64,
+        ]
     }
 
     fn link_sum(&self, set: &[usize]) -> i64 {
@@ -354,23 +402,29 @@ impl Chooser<'_> {
     /// Lower is better.
     fn set_cost(&self, set: &[usize]) -> Cost {
         let sum = |f: &dyn Fn(usize) -> i64| set.iter().map(|&k| f(k)).sum::<i64>();
-        let idx = sum(&|k| k as i64);
-        match self.policy {
+        let [a, b, c] = match self.policy {
             GpuPolicy::Fragmentation => [
                 sum(&|k| self.opened(k)),
                 -self.link_sum(set),
                 sum(&|k| self.free_after(k)),
-                idx,
             ],
-            GpuPolicy::Binpack => [-sum(&|k| self.hami_score(k)), idx, 0, 0],
-            GpuPolicy::Spread => [sum(&|k| self.hami_score(k)), idx, 0, 0],
+            GpuPolicy::Binpack => [-sum(&|k| self.hami_score(k)), 0, 0],
+            GpuPolicy::Spread => [sum(&|k| self.hami_score(k)), 0, 0],
             GpuPolicy::TopologyAware => [
                 -self.link_sum(set),
                 sum(&|k| self.opened(k)),
                 sum(&|k| self.free_after(k)),
-                idx,
             ],
-        }
+        };
+        [
+            sum(&|k| self.short(k)),
+            a,
+            b,
+            c,
+            sum(&|k| self.busy(k)),
+            -sum(&|k| self.fb_free(k)),
+            sum(&|k| k as i64),
+        ]
     }
 
     /// `k` of `cands` (which has at least `k`), sorted.

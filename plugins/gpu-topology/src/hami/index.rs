@@ -24,10 +24,53 @@ pub struct HamiNode {
     /// Placed pods whose device annotation is invalid: their usage is
     /// unknown, so no new vGPU goes to the node.
     pub bad_pods: usize,
+    /// What DCGM says of each device now (node metrics `METRIC/UUID`),
+    /// in the node's device order.
+    pub live: Vec<DeviceLive>,
     /// The annotations the entry was built from.
     register: String,
     score: Option<String>,
     cordon: Option<String>,
+}
+
+/// One device's live metrics, from the host's node metrics named
+/// `METRIC/UUID` (the node-metrics source's per-device values).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DeviceLive {
+    /// GPU utilization in percent (0..=100), when known.
+    pub util: Option<u32>,
+    /// Free framebuffer memory in MiB, when known.
+    pub fb_free_mib: Option<u64>,
+}
+
+/// The node metrics a device's live values are read from.
+#[derive(Debug, Clone, Copy)]
+pub struct LiveMetrics<'a> {
+    /// Percent (`DCGM_FI_DEV_GPU_UTIL`).
+    pub utilization: &'a str,
+    /// MiB (`DCGM_FI_DEV_FB_FREE`).
+    pub free_memory: &'a str,
+}
+
+impl LiveMetrics<'_> {
+    /// Each device's values on `node`.
+    fn read(&self, node: &Node, usage: &Result<NodeUsage, String>) -> Vec<DeviceLive> {
+        let Ok(u) = usage else { return Vec::new() };
+        if node.metrics.is_empty() {
+            return vec![DeviceLive::default(); u.devices.len()];
+        }
+        let value = |metric: &str, id: &str| {
+            node.metric(&format!("{metric}/{id}"))
+                .filter(|v| v.is_finite() && *v >= 0.0)
+        };
+        u.devices
+            .iter()
+            .map(|d| DeviceLive {
+                util: value(self.utilization, &d.device.id).map(|v| v.min(100.0).round() as u32),
+                fb_free_mib: value(self.free_memory, &d.device.id).map(|v| v.round() as u64),
+            })
+            .collect()
+    }
 }
 
 /// What one placed pod holds.
@@ -61,9 +104,9 @@ impl Index {
     }
 
     /// Applies one change (before the SDK's cluster applies it).
-    pub fn observe(&mut self, delta: &Delta) {
+    pub fn observe(&mut self, delta: &Delta, live: LiveMetrics<'_>) {
         match delta {
-            Delta::NodeSet((index, node)) => self.node_set(*index, node),
+            Delta::NodeSet((index, node)) => self.node_set(*index, node, live),
             Delta::NodeRemove(index) => {
                 self.nodes.remove(index);
                 for uid in self.on_node.remove(index).unwrap_or_default() {
@@ -78,15 +121,18 @@ impl Index {
         }
     }
 
-    fn node_set(&mut self, index: u32, node: &Node) {
+    fn node_set(&mut self, index: u32, node: &Node, live: LiveMetrics<'_>) {
         let Some(register) = node.annotation(REGISTER_ANNOTATION) else {
             self.nodes.remove(&index);
             return;
         };
         let score = node.annotation(SCORE_ANNOTATION).map(str::to_string);
         let cordon = node.annotation(CORDON_ANNOTATION).map(str::to_string);
-        if let Some(n) = self.nodes.get(&index) {
+        if let Some(n) = self.nodes.get_mut(&index) {
             if n.register == register && n.score == score && n.cordon == cordon {
+                // Only the metrics changed (every pass of the host's
+                // node-metrics source).
+                n.live = live.read(node, &n.usage);
                 return;
             }
         }
@@ -103,6 +149,7 @@ impl Index {
             .map(|u| super::fit::centralities(u, &pairs))
             .unwrap_or_default();
         let mut entry = HamiNode {
+            live: live.read(node, &usage),
             usage,
             pairs,
             central,

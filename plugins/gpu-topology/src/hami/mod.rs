@@ -23,6 +23,7 @@ pub use config::{GpuPolicy, HamiArgs, HamiConfig, NodePolicy};
 pub use demand::{demand, HamiDemand};
 pub use fit::Choice;
 
+pub use index::{DeviceLive, LiveMetrics};
 use index::{HamiNode, Index};
 
 /// The node has no HAMi devices but the pod asks for HAMi-only resources.
@@ -53,8 +54,8 @@ fn empty_patch() -> PodPatch {
 }
 
 impl HamiState {
-    pub fn observe(&self, delta: &Delta) {
-        self.index.borrow_mut().observe(delta);
+    pub fn observe(&self, delta: &Delta, live: LiveMetrics<'_>) {
+        self.index.borrow_mut().observe(delta, live);
     }
 
     /// Whether the node carries HAMi's register annotation.
@@ -86,7 +87,7 @@ impl HamiState {
         ns: &NodeState,
     ) -> Option<Result<(Choice, i64), Rejection>> {
         self.with_node(ns.index, |n, u| {
-            match fit::place(d, u, &n.pairs, &n.central) {
+            match fit::place(d, u, &n.pairs, &n.central, &n.live) {
                 Ok(c) => {
                     let s = score::node_score(d, u, &c);
                     Ok((c, s))
@@ -103,7 +104,7 @@ impl HamiState {
         *self.pending.borrow_mut() = None;
         let Some(d) = d else { return Ok(()) };
         let chosen = self.with_node(ns.index, |n, u| {
-            fit::place(d, u, &n.pairs, &n.central)
+            fit::place(d, u, &n.pairs, &n.central, &n.live)
                 .map(|c| patch::patch(&ns.node.name, u, &c))
                 .map_err(|r| reject(r.text()))
         });

@@ -468,3 +468,68 @@ fn args_and_interests() {
         keys.contains(&CONTAINER_RESOURCES.to_string()) && keys.contains(&ALLOCATED.to_string())
     );
 }
+
+/// DCGM's per-GPU values (node metrics `METRIC/UUID` from the host's
+/// node-metrics source): of GPUs that fit equally, the idle one; then the
+/// one with more free framebuffer memory; a GPU whose real free memory is
+/// below the request comes last, whatever the policy prefers; without
+/// metrics, the lowest index as before.
+#[test]
+fn live_metrics_pick_the_idle_gpu_of_equal_fit() {
+    let with_metrics = |metrics: &[(&str, f64)]| {
+        let mut n = hami_node(0, 4, 8192);
+        n.metrics = metrics.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+        n.metrics.sort_by(|a, b| a.0.cmp(&b.0));
+        n
+    };
+    let p = pod("a", &app(1, 3000), &[]);
+    let env = Env::new("{}", vec![with_metrics(&[])]);
+    assert_eq!(env.bind(&p, 0), "GPU-0,NVIDIA,3000,0:;");
+
+    let util = "DCGM_FI_DEV_GPU_UTIL";
+    let free = "DCGM_FI_DEV_FB_FREE";
+    let env = Env::new(
+        "{}",
+        vec![with_metrics(&[
+            (util, 50.0),
+            ("DCGM_FI_DEV_GPU_UTIL/GPU-0", 90.0),
+            ("DCGM_FI_DEV_GPU_UTIL/GPU-1", 60.0),
+            ("DCGM_FI_DEV_GPU_UTIL/GPU-2", 3.0),
+            ("DCGM_FI_DEV_GPU_UTIL/GPU-3", 3.0),
+            ("DCGM_FI_DEV_FB_FREE/GPU-2", 7000.0),
+            ("DCGM_FI_DEV_FB_FREE/GPU-3", 8000.0),
+        ])],
+    );
+    // All four untouched (equal fit): the idle ones, then more free memory.
+    assert_eq!(env.bind(&p, 0), "GPU-3,NVIDIA,3000,0:;");
+    // A 2-GPU container: the two idlest.
+    let two = pod("b", &app(2, 1000), &[]);
+    assert_eq!(
+        env.bind(&two, 0),
+        "GPU-2,NVIDIA,1000,0:GPU-3,NVIDIA,1000,0:;"
+    );
+
+    // A partly used GPU still wins under fragmentation (the policy first)...
+    env.place(0, pod("x", &app(1, 2000), &[]), "GPU-0,NVIDIA,2000,0:;");
+    assert_eq!(env.bind(&p, 0), "GPU-0,NVIDIA,3000,0:;");
+    // ...unless DCGM says it has not the memory the vGPU takes.
+    let env = Env::new(
+        "{}",
+        vec![with_metrics(&[
+            (&format!("{free}/GPU-0"), 1000.0),
+            (util, 10.0),
+        ])],
+    );
+    env.place(0, pod("x", &app(1, 2000), &[]), "GPU-0,NVIDIA,2000,0:;");
+    assert_eq!(env.bind(&p, 0), "GPU-1,NVIDIA,3000,0:;");
+
+    // New values arrive as a node change: the choice follows.
+    runtime::apply::<GpuTopology>(vec![Delta::NodeSet((
+        0,
+        with_metrics(&[
+            ("DCGM_FI_DEV_GPU_UTIL/GPU-1", 99.0),
+            ("DCGM_FI_DEV_GPU_UTIL/GPU-2", 1.0),
+        ]),
+    ))]);
+    assert_eq!(env.bind(&p, 0), "GPU-0,NVIDIA,3000,0:;");
+}
