@@ -40,7 +40,7 @@ pub async fn secure_client(
 }
 
 fn build(config: Config) -> anyhow::Result<Client> {
-    Client::try_from(config).map_err(|e| anyhow::anyhow!("building the API client: {e}"))
+    super::rest_metrics::client(config).map_err(|e| anyhow::anyhow!("building the API client: {e}"))
 }
 
 /// The client configuration [`client`] uses.

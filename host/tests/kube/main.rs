@@ -21,6 +21,7 @@ mod gates;
 mod hami;
 mod namespaces;
 mod node;
+mod ops;
 mod preemption;
 mod serving;
 mod volumes;
