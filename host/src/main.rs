@@ -153,7 +153,7 @@ struct ExplainArgs {
     #[arg(long)]
     insecure_skip_tls_verify: bool,
     /// Output format (`table`: the text of `simulate --explain`).
-    #[arg(long, value_enum, default_value_t = Format::Table)]
+    #[arg(short = 'o', long, value_enum, default_value_t = Format::Table)]
     output: Format,
 }
 
