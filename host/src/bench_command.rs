@@ -82,6 +82,7 @@ pub fn bench(a: BenchArgs) -> Result<ExitCode> {
         )?;
         match a.output {
             Format::Json => println!("{}", serde_json::to_string(&r)?),
+            Format::Yaml => print!("{}", crate::yaml(&r)?),
             Format::Table => print_one(&r),
         }
         return Ok(ExitCode::SUCCESS);
@@ -262,6 +263,7 @@ fn bench_fractional(a: &BenchArgs) -> Result<ExitCode> {
         let r = fractional::run(a.nodes, a.pods, a.seed, a.policies, a.workers)?;
         match a.output {
             Format::Json => println!("{}", serde_json::to_string(&r)?),
+            Format::Yaml => print!("{}", crate::yaml(&r)?),
             Format::Table => println!(
                 "fractional ({:?}) x{}: {} nodes, {} GPUs, {} pods: {:.0} pods/s, p50 {:.2} ms, p99 {:.2} ms, peak RSS {:.0} MiB; {} scheduled, {} unschedulable; {} GPUs and {} nodes left whole",
                 r.policies, r.workers, r.nodes, r.gpus, r.pods, r.pods_per_second, r.p50_ms, r.p99_ms,
@@ -328,6 +330,7 @@ fn bench_gangs(a: &BenchArgs) -> Result<ExitCode> {
     let r = bench::gangs::run(spec, a.gangs, a.gang_size, a.scenario, a.workers)?;
     match a.output {
         Format::Json => println!("{}", serde_json::to_string(&r)?),
+        Format::Yaml => print!("{}", crate::yaml(&r)?),
         Format::Table => println!(
             "{:?} x{}: {} nodes, {} groups of {}: {:.1} groups/s ({:.0} pods/s), {} complete, {} partial, {:.2} s, peak RSS {:.0} MiB",
             r.scenario, r.workers, r.nodes, r.groups, r.group_size, r.groups_per_second,

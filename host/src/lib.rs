@@ -11,6 +11,7 @@ pub mod deletion_cost;
 pub mod gpu_sharing;
 pub mod gpu_sharing_output;
 pub mod input;
+pub mod logging;
 pub mod manifest;
 pub mod metrics;
 pub mod node_metrics;

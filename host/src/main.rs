@@ -11,7 +11,6 @@ mod bench_command;
 mod oci_command;
 
 use bench_command::{bench, BenchArgs};
-use wasmsched::framework::Point;
 use wasmsched::{config, escape, manifest, output, simulate, wasm};
 
 #[global_allocator]
@@ -21,11 +20,33 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[derive(Parser)]
 #[command(name = "wasmsched", version, about, long_about = None)]
 struct Cli {
-    /// Log filter (tracing env-filter syntax), e.g. `info` or `wasmsched=debug`.
-    #[arg(long, global = true, default_value = "warn", env = "WASMSCHED_LOG")]
-    log: String,
+    /// Log verbosity, with klog's meanings: 0 warnings and errors, 1
+    /// start-up, 2 one line per binding and per failed attempt, 4 and
+    /// more per-plugin detail, 10 every score (`-v 2`, `-v=2`, `--v=2`).
+    #[arg(
+        short = 'v',
+        long = "v",
+        global = true,
+        value_name = "LEVEL",
+        default_value_t = 0
+    )]
+    v: u8,
+    /// Log format: `text`, or `json` (klog's JSON: `ts`, `v`, `msg`, and the
+    /// fields; `pod`, `node`, `plugin`, `err`).
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    logging_format: LogFormat,
+    /// Log filter (tracing env-filter syntax), e.g. `info` or
+    /// `wasmsched=debug`, instead of the levels -v sets.
+    #[arg(long, global = true, env = "WASMSCHED_LOG")]
+    log: Option<String>,
     #[command(subcommand)]
     command: Command,
+}
+
+#[derive(Copy, Clone, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Subcommand)]
@@ -57,12 +78,26 @@ enum Command {
     /// that decided each comparison: of a live workload (--workload, via
     /// the kubeconfig), or of manifest files (PATH...).
     ScaleDownPreview(PreviewArgs),
-    /// Print each profile's plugin chain and the wasm plugins (of the
-    /// built-in configuration, or of --config FILE).
+    /// Print each profile's plugin chain per extension point, where each
+    /// plugin comes from (the defaults, the file, a fragment it includes),
+    /// the args the defaults add, and the wasm plugins (of the built-in
+    /// configuration, or of --config FILE).
     Profiles {
         /// Configuration file (default: the built-in configuration).
         #[arg(long)]
         config: Option<PathBuf>,
+    },
+    /// Why is a pod pending? Asks a running scheduler (its HTTPS port,
+    /// with the same authentication as /metrics: a bearer token allowed
+    /// `get` on /explain/*) to attempt the pending pod NAMESPACE/POD now and
+    /// prints that attempt as `simulate --explain` does: every node with
+    /// each Filter plugin's verdict and each Score plugin's scores.
+    Explain(ExplainArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish,
+    /// powershell), e.g. `wasmsched completion bash > /etc/bash_completion.d/wasmsched`.
+    Completion {
+        /// The shell.
+        shell: clap_complete::Shell,
     },
 }
 
@@ -74,8 +109,8 @@ struct SimulateArgs {
     /// Scheduler configuration (default: built in, profile `gpu-scheduler`).
     #[arg(long)]
     config: Option<PathBuf>,
-    /// Output format.
-    #[arg(long, value_enum, default_value_t = Format::Table)]
+    /// Output format (kubectl's `-o`).
+    #[arg(short = 'o', long, value_enum, default_value_t = Format::Table)]
     output: Format,
     /// Explain one pod (NAMESPACE/NAME): every node with each plugin's
     /// filter verdict and each score.
@@ -94,6 +129,39 @@ struct SimulateArgs {
     /// schedulerName.
     #[arg(long)]
     all_pods: bool,
+    /// Exit with status 3 when a pod is left unschedulable (after the
+    /// report is printed), for CI gates.
+    #[arg(long)]
+    fail_on_unschedulable: bool,
+}
+
+/// `simulate`'s exit status when --fail-on-unschedulable finds a pod left
+/// unschedulable (1 is an error, 2 a usage error).
+const UNSCHEDULABLE_EXIT: u8 = 3;
+
+#[derive(clap::Args)]
+struct ExplainArgs {
+    /// The pending pod.
+    #[arg(value_name = "NS/POD")]
+    pod: String,
+    /// The scheduler's port (the leader's: a standby answers 503).
+    #[arg(long, default_value = "https://127.0.0.1:10259")]
+    server: String,
+    /// Bearer token (default: $WASMSCHED_TOKEN, then --token-file).
+    #[arg(long, env = "WASMSCHED_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// File holding the bearer token (a ServiceAccount token file).
+    #[arg(long, value_name = "FILE")]
+    token_file: Option<PathBuf>,
+    /// PEM CA of the port's certificate.
+    #[arg(long, value_name = "FILE")]
+    certificate_authority: Option<PathBuf>,
+    /// Do not verify the port's certificate (self-signed by default).
+    #[arg(long)]
+    insecure_skip_tls_verify: bool,
+    /// Output format (`table`: the text of `simulate --explain`).
+    #[arg(short = 'o', long, value_enum, default_value_t = Format::Table)]
+    output: Format,
 }
 
 #[derive(clap::Args)]
@@ -227,6 +295,26 @@ impl ServingArgs {
 pub(crate) enum Format {
     Table,
     Json,
+    Yaml,
+}
+
+/// `report` as `format` on stdout (`table`: `table`'s rendering).
+fn print_as<T: serde::Serialize>(
+    format: Format,
+    report: &T,
+    table: impl FnOnce() -> String,
+) -> Result<()> {
+    match format {
+        Format::Table => print!("{}", table()),
+        Format::Json => println!("{}", serde_json::to_string_pretty(report)?),
+        Format::Yaml => print!("{}", yaml(report)?),
+    }
+    Ok(())
+}
+
+/// `value` as YAML.
+pub(crate) fn yaml<T: serde::Serialize>(value: &T) -> Result<String> {
+    serde_saphyr::to_string(value).map_err(|e| anyhow::anyhow!("YAML output: {e}"))
 }
 
 #[derive(Subcommand)]
@@ -333,24 +421,7 @@ enum PluginCommand {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let mut filter = tracing_subscriber::EnvFilter::try_new(&cli.log)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    if !cli.log.contains("kube_client") {
-        // kube's client logs every failed request at ERROR (dozens a
-        // second while the API server is away); the runtime logs each
-        // failure once and counts them all (rest_client_requests_total).
-        // `--log ...,kube_client=debug` brings them back.
-        if let Ok(d) = "kube_client::client::builder=off".parse() {
-            filter = filter.add_directive(d);
-        }
-    }
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .fmt_fields(escaped_fields())
-        .with_writer(std::io::stderr)
-        // Colours only for a person at a terminal, not in files and pipes.
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+    init_logging(&cli);
     match run(cli.command) {
         Ok(code) => code,
         Err(e) => {
@@ -359,6 +430,36 @@ fn main() -> ExitCode {
             eprintln!("error: {}", escape::escape(&format!("{e:#}")));
             ExitCode::FAILURE
         }
+    }
+}
+
+/// The log subscriber: -v's levels (or --log's filter) in --logging-format.
+fn init_logging(cli: &Cli) {
+    use wasmsched::logging;
+    logging::set_verbosity(cli.v);
+    let mut directives = match &cli.log {
+        Some(l) => logging::with_internals_capped(l),
+        None => logging::filter(cli.v),
+    };
+    if !directives.contains("kube_client") {
+        // kube's client logs every failed request at ERROR (dozens a
+        // second while the API server is away); the runtime logs each
+        // failure once and counts them all (rest_client_requests_total).
+        // `--log ...,kube_client=debug` brings them back.
+        directives.push_str(",kube_client::client::builder=off");
+    }
+    let filter = tracing_subscriber::EnvFilter::try_new(&directives)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(logging::filter(cli.v)));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match cli.logging_format {
+        LogFormat::Text => builder
+            .fmt_fields(escaped_fields())
+            // Colours only for a person at a terminal, not in files and pipes.
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .init(),
+        LogFormat::Json => builder.event_format(logging::KubeJson).init(),
     }
 }
 
@@ -429,11 +530,29 @@ fn run(command: Command) -> Result<ExitCode> {
                     metrics,
                 },
             )?;
-            match a.output {
-                Format::Table => print!("{}", output::table(&report)),
-                Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
+            print_as(a.output, &report, || output::table(&report))?;
+            if a.fail_on_unschedulable && !report.unschedulable.is_empty() {
+                eprintln!(
+                    "error: {} pod(s) unschedulable (--fail-on-unschedulable)",
+                    report.unschedulable.len()
+                );
+                return Ok(ExitCode::from(UNSCHEDULABLE_EXIT));
             }
             Ok(ExitCode::SUCCESS)
+        }
+        Command::Explain(a) => explain(a),
+        Command::Completion { shell } => {
+            use clap::CommandFactory;
+            let mut cmd = Cli::command();
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut cmd, "wasmsched", &mut script);
+            match std::io::Write::write_all(&mut std::io::stdout(), &script) {
+                // A reader that stopped early (`| head`) is not an error.
+                Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+                    Err(anyhow::anyhow!("writing the completion script: {e}"))
+                }
+                _ => Ok(ExitCode::SUCCESS),
+            }
         }
         Command::Bench(a) => bench(a),
         Command::Run(a) => run_scheduler(a),
@@ -579,56 +698,11 @@ fn print_cache(loader: &wasm::Loader, report: &wasm::CompileReport) {
     }
 }
 
-/// `profiles`: each profile's plugins per extension point.
+/// `profiles`: each profile's plugin chain and where it comes from.
 fn print_profiles(path: &Option<PathBuf>) -> Result<ExitCode> {
     let (file, base) = load_config(path)?;
     let scheduler = build_scheduler(path, &file, &base, 0)?;
-    for fw in &scheduler.profiles {
-        let p = fw.profile();
-        println!("profile {}", p.scheduler_name);
-        let names = |v: Vec<&str>| v.join(", ");
-        println!(
-            "  filter: {}",
-            names(p.filter.iter().map(|f| f.name()).collect())
-        );
-        println!(
-            "  score:  {}",
-            p.score
-                .iter()
-                .map(|s| format!("{} (weight {})", s.plugin.name(), s.weight))
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
-        for point in [
-            Point::PostFilter,
-            Point::Reserve,
-            Point::Permit,
-            Point::PreBind,
-            Point::Bind,
-        ] {
-            let at: Vec<&str> = p
-                .members
-                .iter()
-                .map(|m| m.name())
-                .filter(|n| p.points_of(n).contains(&point))
-                .collect();
-            if !at.is_empty() {
-                println!("  {}: {}", point.as_str().to_lowercase(), names(at));
-            }
-        }
-        if !p.preemption_advisors.is_empty() {
-            let advisors = p.preemption_advisors.iter().map(|a| a.name()).collect();
-            println!("  preemption advisors: {}", names(advisors));
-        }
-    }
-    for (name, m) in &scheduler.modules {
-        println!(
-            "wasm plugin {name}: {} bytes, sha256 {}, exports {}",
-            m.size,
-            &m.digest[..12],
-            m.exports
-        );
-    }
+    print!("{}", config::describe::describe(&scheduler));
     Ok(ExitCode::SUCCESS)
 }
 
@@ -669,6 +743,34 @@ fn run_scheduler(a: RunArgs) -> Result<ExitCode> {
     })
 }
 
+/// `wasmsched explain NS/POD`: a running scheduler's view of a pending pod.
+fn explain(a: ExplainArgs) -> Result<ExitCode> {
+    use wasmsched::runtime::explain::{ask_blocking, AskOptions};
+    let token = match (&a.token, &a.token_file) {
+        (Some(t), _) => Some(t.clone()),
+        (None, Some(f)) => Some(
+            std::fs::read_to_string(f).with_context(|| format!("--token-file {}", f.display()))?,
+        ),
+        (None, None) => None,
+    };
+    let options = AskOptions {
+        server: a.server,
+        token,
+        ca: a.certificate_authority,
+        insecure: a.insecure_skip_tls_verify,
+        json: !matches!(a.output, Format::Table),
+    };
+    let body = ask_blocking(&a.pod, &options)?;
+    match a.output {
+        Format::Yaml => {
+            let v: serde_json::Value = serde_json::from_str(&body)?;
+            print!("{}", yaml(&v)?);
+        }
+        _ => print!("{body}"),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 /// `wasmsched deletion-cost`: one controller pass.
 fn deletion_cost(a: DeletionCostArgs) -> Result<ExitCode> {
     use wasmsched::deletion_cost::{self as dc, DeletionCostConfig};
@@ -690,10 +792,7 @@ fn deletion_cost(a: DeletionCostArgs) -> Result<ExitCode> {
         dc::Mode::Apply
     };
     let report = dc::reconcile_once_blocking(a.kubeconfig.as_deref(), cfg, mode)?;
-    match a.output {
-        Format::Table => print!("{}", report.table()),
-        Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
-    }
+    print_as(a.output, &report, || report.table())?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -725,10 +824,7 @@ fn scale_down_preview(a: PreviewArgs) -> Result<ExitCode> {
         };
         preview::preview(&inventory.resolve(&workload)?, a.replicas, now)
     };
-    match a.output {
-        Format::Table => print!("{}", p.table()),
-        Format::Json => println!("{}", serde_json::to_string_pretty(&p)?),
-    }
+    print_as(a.output, &p, || p.table())?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -7,12 +7,22 @@ use crate::framework::objects::PluginReport;
 use crate::framework::FilterVerdict;
 use crate::simulate::{ExplainReport, Report};
 
+/// `t` as kubectl prints a table: no borders, columns three spaces
+/// apart, no trailing spaces.
+pub fn plain(mut t: Table) -> String {
+    t.load_preset(comfy_table::presets::NOTHING)
+        .set_content_arrangement(ContentArrangement::Disabled);
+    let n = t.column_count();
+    for (i, c) in t.column_iter_mut().enumerate() {
+        c.set_padding((0, if i + 1 == n { 0 } else { 3 }));
+    }
+    t.trim_fmt()
+}
+
 /// Placements, then each unschedulable pod with its FitError message.
 pub fn table(report: &Report) -> String {
     let mut out = String::new();
     let mut t = Table::new();
-    t.load_preset(UTF8_BORDERS_ONLY)
-        .set_content_arrangement(ContentArrangement::Dynamic);
     let with_gpus = report.scheduled.iter().any(|s| !s.gpus.is_empty());
     let mut header = vec!["POD", "NODE", "SCORE"];
     if with_gpus {
@@ -31,8 +41,9 @@ pub fn table(report: &Report) -> String {
         t.add_row(row);
     }
     out.push_str(&format!(
-        "Scheduled {} pod(s):\n{t}\n",
-        report.scheduled.len()
+        "Scheduled {} pod(s):\n{}\n",
+        report.scheduled.len(),
+        plain(t)
     ));
     if !report.unschedulable.is_empty() {
         out.push_str(&format!(

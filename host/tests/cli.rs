@@ -403,60 +403,78 @@ fn profiles_lists_the_built_in_gpu_scheduler() {
     ok(&o);
     let lines: Vec<&str> = o.stdout.lines().collect();
     assert_eq!(lines[0], "profile gpu-scheduler");
+    assert_eq!(lines[1], "  queuesort: Coscheduling");
+    assert_eq!(lines[2], "  preenqueue: DynamicResources, SchedulingGates");
     assert_eq!(
-        lines[1],
+        lines[3],
         "  filter: NodeUnschedulable, NodeName, TaintToleration, NodeAffinity, NodePorts, NodeResourcesFit, \
          VolumeRestrictions, NodeVolumeLimits, VolumeBinding, VolumeZone, PodTopologySpread, InterPodAffinity, \
-         DynamicResources, GpuTopology, NetworkLocality"
+         DynamicResources, Coscheduling, GpuTopology, NetworkLocality"
     );
     assert_eq!(
-        lines[2],
+        lines[4],
         "  score:  TaintToleration (weight 3), NodeAffinity (weight 2), NodeResourcesFit (weight 1), \
          VolumeBinding (weight 1), PodTopologySpread (weight 2), InterPodAffinity (weight 2), DynamicResources (weight 2), \
          NodeResourcesBalancedAllocation (weight 1), ImageLocality (weight 1), GpuTopology (weight 3), NetworkLocality (weight 2)"
     );
     assert_eq!(
-        lines[3],
-        "  postfilter: DynamicResources, DefaultPreemption"
-    );
-    assert_eq!(
-        lines[4],
-        "  reserve: VolumeBinding, DynamicResources, GpuTopology, HAMiNodeLock"
-    );
-    assert_eq!(
         lines[5],
+        "  postfilter: DynamicResources, Coscheduling, DefaultPreemption"
+    );
+    assert_eq!(
+        lines[6],
+        "  reserve: VolumeBinding, DynamicResources, Coscheduling, GpuTopology, HAMiNodeLock"
+    );
+    assert_eq!(lines[7], "  permit: Coscheduling");
+    assert_eq!(
+        lines[8],
         "  prebind: VolumeBinding, DynamicResources, GpuTopology, HAMiNodeLock"
     );
-    assert_eq!(lines[6], "  bind: DefaultBinder");
-    assert_eq!(lines[7], "  preemption advisors: GpuTopology");
+    assert_eq!(lines[9], "  bind: DefaultBinder");
+    assert_eq!(lines[10], "  postbind: Coscheduling");
+    assert_eq!(lines[11], "  preemption advisors: GpuTopology");
     assert!(
-        lines[8].starts_with("wasm plugin GpuTopology: "),
+        lines[12].starts_with("  from default (wasmsched): NodeUnschedulable, NodeName, "),
+        "{}",
+        o.stdout
+    );
+    assert!(lines[12].ends_with(", SchedulingGates"), "{}", o.stdout);
+    assert!(
+        lines[13].starts_with("  default args of NodeResourcesFit: {\"ignoredResources\":"),
         "{}",
         o.stdout
     );
     assert!(
-        lines[9].starts_with("wasm plugin NetworkLocality: "),
+        lines[14].starts_with("wasm plugin GpuTopology: "),
         "{}",
         o.stdout
     );
-    assert_eq!(lines.len(), 10, "{}", o.stdout);
+    assert!(
+        lines[15].starts_with("wasm plugin NetworkLocality: "),
+        "{}",
+        o.stdout
+    );
+    assert_eq!(lines.len(), 16, "{}", o.stdout);
 }
 
 #[test]
 fn profiles_of_a_configuration_file() {
     let o = wasmsched(&["profiles", "--config", &native_config()]);
     ok(&o);
-    assert_eq!(
-        o.stdout,
-        "profile gpu-scheduler\n  filter: NodeUnschedulable, NodeName, TaintToleration, NodeAffinity, NodePorts, \
+    let chain = "profile gpu-scheduler\n  queuesort: Coscheduling\n  preenqueue: DynamicResources, SchedulingGates\n  \
+         filter: NodeUnschedulable, NodeName, TaintToleration, NodeAffinity, NodePorts, \
          NodeResourcesFit, VolumeRestrictions, NodeVolumeLimits, VolumeBinding, VolumeZone, PodTopologySpread, \
-         InterPodAffinity, DynamicResources\n  score:  TaintToleration (weight 3), \
+         InterPodAffinity, DynamicResources, Coscheduling\n  score:  TaintToleration (weight 3), \
          NodeAffinity (weight 2), NodeResourcesFit (weight 1), VolumeBinding (weight 1), \
          PodTopologySpread (weight 2), \
          InterPodAffinity (weight 2), DynamicResources (weight 2), NodeResourcesBalancedAllocation (weight 1), ImageLocality (weight 1)\n  \
-         postfilter: DynamicResources, DefaultPreemption\n  reserve: VolumeBinding, DynamicResources, HAMiNodeLock\n  \
-         prebind: VolumeBinding, DynamicResources, HAMiNodeLock\n  bind: DefaultBinder\n"
-    );
+         postfilter: DynamicResources, Coscheduling, DefaultPreemption\n  reserve: VolumeBinding, DynamicResources, Coscheduling, HAMiNodeLock\n  \
+         permit: Coscheduling\n  prebind: VolumeBinding, DynamicResources, HAMiNodeLock\n  bind: DefaultBinder\n  \
+         postbind: Coscheduling\n  from default (wasmsched): NodeUnschedulable, ";
+    assert!(o.stdout.starts_with(chain), "{}", o.stdout);
+    // No GpuTopology: no default args for NodeResourcesFit.
+    assert!(!o.stdout.contains("default args"), "{}", o.stdout);
+    assert_eq!(o.stdout.lines().count(), 12, "{}", o.stdout);
 }
 
 #[test]
@@ -488,14 +506,19 @@ const KUBE_FILE: &str =
 /// weights, no wasm built-in and no HAMi lock unless named.
 #[test]
 fn a_kube_scheduler_file_means_kube_schedulers_defaults() {
-    let upstream = "profile default-scheduler\n  filter: NodeUnschedulable, NodeName, TaintToleration, NodeAffinity, NodePorts, \
+    let upstream = "profile default-scheduler\n  queuesort: PrioritySort\n  preenqueue: DynamicResources, SchedulingGates\n  \
+         filter: NodeUnschedulable, NodeName, TaintToleration, NodeAffinity, NodePorts, \
          NodeResourcesFit, VolumeRestrictions, NodeVolumeLimits, VolumeBinding, VolumeZone, PodTopologySpread, \
          InterPodAffinity, DynamicResources\n  score:  TaintToleration (weight 3), \
          NodeAffinity (weight 2), NodeResourcesFit (weight 1), VolumeBinding (weight 1), \
          PodTopologySpread (weight 2), \
          InterPodAffinity (weight 2), DynamicResources (weight 2), NodeResourcesBalancedAllocation (weight 1), ImageLocality (weight 1)\n  \
          postfilter: DynamicResources, DefaultPreemption\n  reserve: VolumeBinding, DynamicResources\n  \
-         prebind: VolumeBinding, DynamicResources\n  bind: DefaultBinder\n";
+         prebind: VolumeBinding, DynamicResources\n  bind: DefaultBinder\n  \
+         from default (kube-scheduler): NodeUnschedulable, NodeName, TaintToleration, NodeAffinity, NodePorts, \
+         NodeResourcesFit, VolumeRestrictions, NodeVolumeLimits, VolumeBinding, VolumeZone, PodTopologySpread, \
+         InterPodAffinity, DynamicResources, NodeResourcesBalancedAllocation, ImageLocality, DefaultPreemption, \
+         DefaultBinder, SchedulingGates, PrioritySort\n";
     let o = profiles_of(KUBE_FILE);
     ok(&o);
     assert_eq!(o.stdout, upstream);
@@ -656,4 +679,141 @@ fn simulate_with_dcgm_metrics_explains_the_utilization_term() {
     let o = wasmsched(&["simulate", &s(&gpu_example()), "--metrics", &s(&bad)]);
     assert_one_line_error(&o, &[&s(&bad), "no __name__ label"]);
     let _ = std::fs::remove_file(&bad);
+
+// ------------------------------------------- CI gates, YAML, completions
+
+#[test]
+fn fail_on_unschedulable_exits_3_after_the_report() {
+    let args = ["simulate", &small_cluster(), "--config", &native_config()];
+    let o = wasmsched(&args);
+    ok(&o);
+    let mut gated = args.to_vec();
+    gated.push("--fail-on-unschedulable");
+    let o = wasmsched(&gated);
+    assert_eq!(o.code, Some(3), "{}", o.stderr);
+    assert!(o.stdout.contains("Unschedulable 1 pod(s):"), "{}", o.stdout);
+    assert_eq!(
+        o.stderr,
+        "error: 1 pod(s) unschedulable (--fail-on-unschedulable)\n"
+    );
+    // Nothing unschedulable: 0.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("c.yaml"),
+        "apiVersion: v1\nkind: Node\nmetadata: {name: n}\nstatus:\n  allocatable: {cpu: '4', memory: 8Gi, pods: '110'}\n---\n\
+         apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: default}\nspec:\n  schedulerName: gpu-scheduler\n  containers: [{name: c, image: x}]\n",
+    )
+    .unwrap();
+    let path = s(&dir.path().join("c.yaml"));
+    let o = wasmsched(&[
+        "simulate",
+        &path,
+        "--config",
+        &native_config(),
+        "--fail-on-unschedulable",
+    ]);
+    ok(&o);
+}
+
+#[test]
+fn yaml_output_is_the_json_report() {
+    let base = ["simulate", &small_cluster(), "--config", &native_config()];
+    let json = wasmsched(&[&base[..], &["--output", "json"]].concat());
+    ok(&json);
+    let yaml = wasmsched(&[&base[..], &["--output", "yaml"]].concat());
+    ok(&yaml);
+    let from_yaml: Value =
+        serde_saphyr::from_str(&yaml.stdout).unwrap_or_else(|e| panic!("{e}: {}", yaml.stdout));
+    let from_json: Value = serde_json::from_str(&json.stdout).unwrap();
+    assert_eq!(from_yaml, from_json);
+    assert!(yaml.stdout.contains("unschedulable:"), "{}", yaml.stdout);
+}
+
+#[test]
+fn completion_scripts_name_the_commands() {
+    for (shell, marker) in [
+        ("bash", "_wasmsched()"),
+        ("zsh", "#compdef wasmsched"),
+        ("fish", "complete -c wasmsched"),
+    ] {
+        let o = wasmsched(&["completion", shell]);
+        ok(&o);
+        assert!(o.stdout.contains(marker), "{shell}: {}", o.stdout);
+        for cmd in ["simulate", "profiles", "completion"] {
+            assert!(o.stdout.contains(cmd), "{shell} misses {cmd}");
+        }
+    }
+    let o = wasmsched(&["completion", "tcsh"]);
+    assert_eq!(o.code, Some(2), "{}", o.stderr);
+}
+
+/// kubectl's table: capitals, columns three spaces apart, no borders, no
+/// trailing spaces.
+#[test]
+fn the_table_is_plain_as_kubectls() {
+    let o = wasmsched(&["simulate", &small_cluster(), "--config", &native_config()]);
+    ok(&o);
+    let lines: Vec<&str> = o.stdout.lines().collect();
+    assert_eq!(lines[1], "POD           NODE   SCORE");
+    assert_eq!(lines[2], "apps/medium   big    -");
+    assert!(!o.stdout.contains('│'), "{}", o.stdout);
+}
+
+#[test]
+fn verbosity_takes_klogs_spellings() {
+    let config = native_config();
+    for v in [["-v", "2"], ["-v=2", ""], ["--v=2", ""], ["--v", "2"]] {
+        let mut args: Vec<&str> = v.iter().copied().filter(|a| !a.is_empty()).collect();
+        args.extend(["profiles", "--config", &config]);
+        let o = wasmsched(&args);
+        assert!(o.success, "{v:?}: {}", o.stderr);
+    }
+    let o = wasmsched(&["--logging-format", "xml", "profiles"]);
+    assert_eq!(o.code, Some(2), "{}", o.stderr);
+}
+
+/// `-v=10` logs every plugin's score in klog's JSON shape; the wasm
+/// engine's compiler, which runs here (the built-in components), logs
+/// nothing even at that level.
+#[test]
+fn v10_logs_scores_as_klog_json_and_no_compiler_internals() {
+    let o = wasmsched(&[
+        "-v=10",
+        "--logging-format",
+        "json",
+        "simulate",
+        &s(&gpu_example()),
+    ]);
+    assert!(o.success, "{}", o.stderr);
+    let lines: Vec<Value> = o
+        .stderr
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    let scores: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["msg"] == "Plugin scored node for pod")
+        .collect();
+    assert!(!scores.is_empty(), "{}", o.stderr);
+    for l in &scores {
+        assert_eq!(l["v"], 10, "{l}");
+        assert!(
+            l["pod"]["name"].is_string() && l["pod"]["namespace"].is_string(),
+            "{l}"
+        );
+        assert!(l["node"]["name"].is_string(), "{l}");
+        assert!(l["plugin"].is_string() && l["score"].is_i64(), "{l}");
+    }
+    assert!(
+        scores.iter().any(|l| l["plugin"] == "GpuTopology"),
+        "the wasm plugin's scores too"
+    );
+    assert!(
+        !o.stderr.contains("cranelift") && !o.stderr.contains("wasmtime"),
+        "{}",
+        &o.stderr[..o.stderr.len().min(2000)]
+    );
+    // The default level: nothing.
+    let o = wasmsched(&["simulate", &s(&gpu_example())]);
+    ok(&o);
 }

@@ -249,7 +249,17 @@ fn without_coscheduling_pod_groups_are_ignored() {
         objects: vec![pod_group("a", 16, 0, json!({}))],
         ..Default::default()
     };
-    let r = run("profiles:\n- schedulerName: gpu-scheduler\n", 1, m);
+    // Coscheduling is in the default profile: the group of 16 does not
+    // fit 12 slots, and nothing of it is placed.
+    let r = run("profiles:\n- schedulerName: gpu-scheduler\n", 1, m.clone());
+    assert_eq!(r.scheduled.len(), 0, "all or nothing by default");
+    assert_eq!(group(&r, "a").scheduled, 0);
+    // Disabled, the members are placed one by one, partially.
+    let r = run(
+        "profiles:\n- schedulerName: gpu-scheduler\n  plugins:\n    multiPoint:\n      disabled: [{name: Coscheduling}]\n",
+        1,
+        m,
+    );
     assert_eq!(r.scheduled.len(), 12, "placed one by one, partially");
     assert!(groups(&r).is_empty());
 }

@@ -182,11 +182,17 @@ fn no_device_is_overcommitted_and_the_report_agrees() {
 
 #[test]
 fn resource_fit_must_ignore_what_nodes_do_not_advertise() {
-    // Without `ignoredResources`, NodeResourcesFit rejects every node for
-    // a pod asking for gpumem (no node advertises it), as upstream does.
+    // Without `ignoredResources` (wasmsched's default profile ignores the
+    // HAMi resources; a file's own list replaces that), NodeResourcesFit
+    // rejects every node for a pod asking for gpumem (no node advertises
+    // it), as upstream does.
     let text = std::fs::read_to_string(root().join(EXAMPLE).join("config.yaml")).unwrap();
     let cut = text.find("  pluginConfig:").unwrap();
-    let r = run_text(&text[..cut], 0);
+    let none = format!(
+        "{}  pluginConfig:\n  - name: NodeResourcesFit\n    args: {{ignoredResources: []}}\n",
+        &text[..cut]
+    );
+    let r = run_text(&none, 0);
     let infer = r
         .unschedulable
         .iter()

@@ -125,6 +125,11 @@ pub struct ConfigFile {
     pub node_metrics: Option<NodeMetricsFile>,
     /// Scheduler extenders (webhooks): refused unless empty.
     pub extenders: Option<Vec<serde_json::Value>>,
+    /// With fragments (`include`): the file that first named each plugin
+    /// of a profile in an `enabled` list, by `schedulerName/plugin`
+    /// (`wasmsched profiles` says where an entry came from).
+    #[serde(skip)]
+    pub plugin_origins: BTreeMap<String, String>,
     /// Backoff of unschedulable pods: upstream's defaults (1 s, 10 s) only.
     pub pod_initial_backoff_seconds: Option<i64>,
     pub pod_max_backoff_seconds: Option<i64>,

@@ -287,6 +287,32 @@ fn merge_profile(
     Ok(())
 }
 
+/// Records in `origins` (`schedulerName/plugin` to `name`) each plugin
+/// that `value`'s profiles name in an `enabled` list, unless an earlier
+/// file named it.
+pub fn record_plugins(
+    value: &Value,
+    name: &str,
+    origins: &mut std::collections::BTreeMap<String, String>,
+) {
+    for p in value["profiles"].as_array().into_iter().flatten() {
+        let id = profile_id(p);
+        for set in p["plugins"]
+            .as_object()
+            .into_iter()
+            .flat_map(|m| m.values())
+        {
+            for e in set["enabled"].as_array().into_iter().flatten() {
+                if let Some(plugin) = e["name"].as_str() {
+                    origins
+                        .entry(format!("{id}/{plugin}"))
+                        .or_insert_with(|| name.to_string());
+                }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

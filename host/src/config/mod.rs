@@ -1,6 +1,8 @@
 //! Configuration: parsing, defaults, and building the profiles' plugin
 //! chains (native core plugins and wasm components).
 
+mod defaults;
+pub mod describe;
 pub mod file;
 pub mod include;
 mod plugin_sets;
@@ -17,7 +19,9 @@ use crate::framework::Framework;
 use crate::input::{self, ReadBudget};
 use crate::wasm::{DiskCache, Limits, PluginModule, WasmPlugin};
 
+pub use defaults::DefaultArgs;
 pub use file::ConfigFile;
+pub use plugin_sets::{ProfilePlan, Source};
 pub use specs::WasmSpec;
 
 /// The profile served when no configuration file is given.
@@ -91,12 +95,15 @@ pub fn load(path: &Path) -> Result<ConfigFile, ConfigError> {
         m.remove("include");
     }
     let mut origins = include::Origins::of_base(&merged, &path.display().to_string());
+    let mut plugin_origins = std::collections::BTreeMap::new();
+    include::record_plugins(&merged, &path.display().to_string(), &mut plugin_origins);
     for fragment in fragments {
         let text = budget
             .read(&fragment)
             .map_err(|e| err(fragment.display().to_string(), e.to_string()))?;
         parse(&text).map_err(|e| named(&fragment, e))?;
         let value = raw(&text, &fragment)?;
+        include::record_plugins(&value, &fragment.display().to_string(), &mut plugin_origins);
         include::merge(
             &mut merged,
             value,
@@ -105,13 +112,14 @@ pub fn load(path: &Path) -> Result<ConfigFile, ConfigError> {
         )
         .map_err(|e| err(format!("include: {}", e.field), e.cause))?;
     }
-    let file: ConfigFile = serde_json::from_value(merged).map_err(|e| {
+    let mut file: ConfigFile = serde_json::from_value(merged).map_err(|e| {
         err(
             format!("{} with its fragments", path.display()),
             e.to_string(),
         )
     })?;
     file::check(&file).map_err(|e| named(path, e))?;
+    file.plugin_origins = plugin_origins;
     Ok(file)
 }
 
@@ -125,6 +133,9 @@ pub struct Scheduler {
     /// The wasm plugins each profile runs: (scheduler name, plugin), for
     /// hot reload.
     pub wasm: Vec<(String, Arc<WasmPlugin>)>,
+    /// Each profile's plan, in profile order: where its plugins and
+    /// default args come from (`wasmsched profiles`).
+    pub plans: Vec<ProfilePlan>,
 }
 
 impl std::ops::Deref for Scheduler {
@@ -244,11 +255,18 @@ pub fn build(file: &ConfigFile, base: &Path, seed: u64) -> Result<Scheduler, Con
     let mut names = std::collections::HashSet::new();
     let mut frameworks = Vec::new();
     let mut wasm = Vec::new();
+    let mut plans = Vec::new();
     let base = crate::framework::registry::Handle::default();
     for (i, pf) in list.iter().enumerate() {
         let field = format!("profiles[{i}]");
         profiles::check_profile(pf, &field, &mut names)?;
-        let plan = plugin_sets::resolve(pf, &field, &mut modules, kube)?;
+        let mut plan = plugin_sets::resolve(pf, &field, &mut modules, kube)?;
+        for (plugin, source) in plan.sources.iter_mut() {
+            if let Source::File { file: f, .. } = source {
+                let key = format!("{}/{plugin}", pf.scheduler_name);
+                *f = file.plugin_origins.get(&key).cloned();
+            }
+        }
         let built = profiles::build(file, pf, &field, &plan, &mut modules, parallelism, &base)?;
         wasm.extend(
             built
@@ -257,6 +275,7 @@ pub fn build(file: &ConfigFile, base: &Path, seed: u64) -> Result<Scheduler, Con
                 .map(|p| (pf.scheduler_name.clone(), p)),
         );
         check_queue_sort(&built.profile, &frameworks, &field)?;
+        plans.push(plan);
         frameworks.push(Framework::with_handle(
             built.profile,
             parallelism,
@@ -269,6 +288,7 @@ pub fn build(file: &ConfigFile, base: &Path, seed: u64) -> Result<Scheduler, Con
         parallelism,
         modules: modules.compiled(),
         wasm,
+        plans,
     })
 }
 

@@ -10,7 +10,7 @@ use super::profiles::Modules;
 use super::{err, ConfigError};
 
 /// A profile's plugin names per point, resolved from its configuration.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct ProfilePlan {
     pub filters: Vec<String>,
     pub scores: Vec<(String, i64)>,
@@ -19,6 +19,36 @@ pub struct ProfilePlan {
     /// The QueueSort plugin `plugins.queueSort` names, if it names one
     /// (else a member's other than PrioritySort, else PrioritySort).
     pub queue_sort: Option<String>,
+    /// Where each plugin was enabled: the defaults, or the last field of
+    /// the file that named it (plugins no longer in the plan included).
+    pub sources: std::collections::BTreeMap<String, Source>,
+    /// Args the defaults give plugins of the plan ([`super::defaults`]).
+    pub default_args: Vec<super::defaults::DefaultArgs>,
+}
+
+/// Where a plugin of a profile's chain comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// The default profile: wasmsched's, or kube-scheduler's for a
+    /// `KubeSchedulerConfiguration` file.
+    Default { kube: bool },
+    /// An `enabled` list of the configuration (`field`); `file` names the
+    /// file or fragment when the configuration includes fragments.
+    File { field: String, file: Option<String> },
+}
+
+impl std::fmt::Display for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Source::Default { kube: false } => write!(f, "default (wasmsched)"),
+            Source::Default { kube: true } => write!(f, "default (kube-scheduler)"),
+            Source::File { field, file: None } => write!(f, "file ({field})"),
+            Source::File {
+                field,
+                file: Some(name),
+            } => write!(f, "file {name} ({field})"),
+        }
+    }
 }
 
 impl ProfilePlan {
@@ -39,8 +69,21 @@ impl ProfilePlan {
                 r.points.contains(&Point::Filter),
                 r.points.contains(&Point::Score),
             );
+            plan.sources
+                .insert(r.name.to_string(), Source::Default { kube });
         }
         plan
+    }
+
+    /// Records that `set`'s enabled plugins come from `field`.
+    fn note(&mut self, set: &PluginSet, field: &str) {
+        for e in &set.enabled {
+            let source = Source::File {
+                field: field.to_string(),
+                file: None,
+            };
+            self.sources.insert(e.name.clone(), source);
+        }
     }
 
     fn add(&mut self, name: &str, filter: bool, score: bool) {
@@ -75,34 +118,32 @@ pub fn resolve(
 ) -> Result<ProfilePlan, ConfigError> {
     let mut plan = ProfilePlan::defaults(modules, kube);
     if let Some(mp) = &pf.plugins.multi_point {
-        multi_point(
-            &mut plan,
-            mp,
-            &format!("{field}.plugins.multiPoint"),
-            modules,
-        )?;
+        let f = format!("{field}.plugins.multiPoint");
+        multi_point(&mut plan, mp, &f, modules)?;
+        plan.note(mp, &f);
     }
     let p = &pf.plugins;
     for (key, set) in [("preFilter", &p.pre_filter), ("filter", &p.filter)] {
         if let Some(s) = set {
             let mut list: Vec<(String, i64)> =
                 plan.filters.iter().map(|n| (n.clone(), 0)).collect();
-            apply_set(&mut list, s, &format!("{field}.plugins.{key}"), |_| 0)?;
+            let f = format!("{field}.plugins.{key}");
+            apply_set(&mut list, s, &f, |_| 0)?;
             plan.filters = list.into_iter().map(|(n, _)| n).collect();
+            plan.note(s, &f);
         }
     }
     for (key, set) in [("preScore", &p.pre_score), ("score", &p.score)] {
         if let Some(s) = set {
-            apply_set(
-                &mut plan.scores,
-                s,
-                &format!("{field}.plugins.{key}"),
-                registry::default_weight,
-            )?;
+            let f = format!("{field}.plugins.{key}");
+            apply_set(&mut plan.scores, s, &f, registry::default_weight)?;
+            plan.note(s, &f);
         }
     }
     if let Some(s) = &p.queue_sort {
-        queue_sort(&mut plan, s, &format!("{field}.plugins.queueSort"), modules)?;
+        let f = format!("{field}.plugins.queueSort");
+        queue_sort(&mut plan, s, &f, modules)?;
+        plan.note(s, &f);
     }
     let others = [
         ("preEnqueue", &p.pre_enqueue, Point::PreEnqueue),
@@ -115,15 +156,12 @@ pub fn resolve(
     ];
     for (key, set, point) in others {
         if let Some(s) = set {
-            other_point(
-                &mut plan,
-                s,
-                &format!("{field}.plugins.{key}"),
-                point,
-                modules,
-            )?;
+            let f = format!("{field}.plugins.{key}");
+            other_point(&mut plan, s, &f, point, modules)?;
+            plan.note(s, &f);
         }
     }
+    plan.default_args = super::defaults::args(&plan, kube);
     Ok(plan)
 }
 
@@ -221,7 +259,10 @@ fn multi_point(
 ) -> Result<(), ConfigError> {
     for (i, d) in mp.disabled.iter().enumerate() {
         if d.name == "*" {
-            *plan = ProfilePlan::default();
+            *plan = ProfilePlan {
+                sources: std::mem::take(&mut plan.sources),
+                ..ProfilePlan::default()
+            };
         } else if !plan.remove(&d.name) {
             return Err(err(
                 format!("{f}.disabled[{i}].name"),

@@ -135,8 +135,17 @@ pub fn build(
 ) -> Result<Built, ConfigError> {
     check_plugin_config(pf, field, modules)?;
     let handle = base.for_profile();
+    let mut args: HashMap<String, serde_json::Value> = pf
+        .plugin_config
+        .iter()
+        .map(|c| (c.name.clone(), c.args.clone()))
+        .collect();
+    for d in &plan.default_args {
+        let merged = super::defaults::merge(&d.args, args.get(d.plugin));
+        args.insert(d.plugin.to_string(), merged);
+    }
     let mut b = Builder {
-        pf,
+        args,
         field,
         handle: handle.clone(),
         workers,
@@ -300,7 +309,8 @@ fn enable(
 
 /// Builds each plugin of a profile once.
 struct Builder<'a> {
-    pf: &'a ProfileFile,
+    /// Each plugin's args: its `pluginConfig` entry's over the defaults'.
+    args: HashMap<String, serde_json::Value>,
     field: &'a str,
     handle: Handle,
     workers: usize,
@@ -314,11 +324,7 @@ impl Builder<'_> {
     }
 
     fn args(&self, name: &str) -> Option<&serde_json::Value> {
-        self.pf
-            .plugin_config
-            .iter()
-            .find(|c| c.name == name)
-            .map(|c| &c.args)
+        self.args.get(name)
     }
 
     /// The plugin `name` (built on first use); `field` names where it was

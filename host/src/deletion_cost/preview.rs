@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use comfy_table::{presets::UTF8_BORDERS_ONLY, Cell, ContentArrangement, Table};
+use comfy_table::{Cell, Table};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
@@ -137,8 +137,6 @@ impl Preview {
             )
         };
         let mut t = Table::new();
-        t.load_preset(UTF8_BORDERS_ONLY)
-            .set_content_arrangement(ContentArrangement::Disabled);
         t.set_header(vec![
             "#",
             "POD",
@@ -174,7 +172,7 @@ impl Preview {
                 Cell::new(why),
             ]);
         }
-        out.push_str(&format!("{t}\n"));
+        out.push_str(&format!("{}\n", crate::output::plain(t)));
         for n in &self.notes {
             out.push_str(&format!("note: {n}\n"));
         }

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use comfy_table::{presets::UTF8_BORDERS_ONLY, Cell, ContentArrangement, Table};
+use comfy_table::{Cell, Table};
 use serde::Serialize;
 
 use super::decision::SkipReason;
@@ -98,8 +98,6 @@ impl Report {
     /// A table, one row per pod, then the summary line.
     pub fn table(&self) -> String {
         let mut t = Table::new();
-        t.load_preset(UTF8_BORDERS_ONLY)
-            .set_content_arrangement(ContentArrangement::Disabled);
         t.set_header(vec![
             "POD",
             "REPLICASET",
@@ -130,7 +128,7 @@ impl Report {
                 Cell::new(metrics.join(" ")),
             ]);
         }
-        format!("{t}\n{}\n", self.summary())
+        format!("{}\n{}\n", crate::output::plain(t), self.summary())
     }
 }
 

@@ -216,6 +216,11 @@ impl Binder {
                 .metrics
                 .pod_attempts
                 .observe(f64::from(req.assumption.attempts));
+            super::ops_metrics::OpsMetrics::global().scheduled(
+                &req.pod().uid,
+                req.assumption.attempts,
+                elapsed,
+            );
             let _ = self.reports.send(Report::Scheduled {
                 pod: PodRef::from(&**req.pod()),
                 node: req.node().to_string(),

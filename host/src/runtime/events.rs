@@ -1,26 +1,28 @@
 //! Scheduling events and the pod condition, as kube-scheduler writes them:
-//! `Scheduled` ("Successfully assigned ns/pod to node"), `FailedScheduling`
-//! with the FitError message, and `PodScheduled=False, reason
+//! `Scheduled` ("Successfully assigned ns/pod to node", action `Binding`),
+//! `FailedScheduling` with the FitError message (action `Scheduling`), as
+//! `events.k8s.io/v1` Events through kube-runtime's recorder
+//! ([`super::event_sink`]), and `PodScheduled=False, reason
 //! Unschedulable` on the pod's status.
 //!
 //! A pod that keeps failing for the same reason must not flood the API
 //! server (kube-scheduler retries unschedulable pods for as long as they
 //! exist): a repeat of the same message is folded into the existing
-//! Event's `count`, written at most once per [`SERIES_INTERVAL`], and the
+//! Event's `series`, written at most once per [`SERIES_INTERVAL`], and the
 //! condition is written only when its message changes.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Api, Patch, PatchParams};
 use kube::Client;
 use serde_json::json;
 use tokio::sync::mpsc;
 
 use super::client::Throttle;
+use super::event_sink::EventSink;
 use super::metrics::SchedulerMetrics;
 use crate::model::Pod;
 
@@ -96,8 +98,8 @@ pub struct Subject {
 
 /// The Event of a failure series.
 struct Series {
-    event: String,
-    namespace: String,
+    pod: PodRef,
+    profile: String,
     message: String,
     count: i32,
     written: Instant,
@@ -109,7 +111,7 @@ struct Series {
 pub struct Recorder {
     client: Client,
     throttle: Throttle,
-    identity: String,
+    sink: EventSink,
     metrics: Arc<SchedulerMetrics>,
     series: HashMap<String, Series>,
     /// The Unschedulable condition message last written, by pod uid.
@@ -128,9 +130,9 @@ impl Recorder {
         metrics: Arc<SchedulerMetrics>,
     ) -> Self {
         Self {
+            sink: EventSink::new(client.clone(), identity),
             client,
             throttle,
-            identity,
             metrics,
             series: HashMap::new(),
             condition: HashMap::new(),
@@ -163,6 +165,8 @@ impl Recorder {
     }
 
     async fn handle(&mut self, report: Report) {
+        super::verbose::log(&report);
+        super::ops_metrics::OpsMetrics::global().report(&report);
         match report {
             Report::Scheduled { pod, node, profile } => {
                 self.series.remove(&pod.uid);
@@ -283,15 +287,15 @@ impl Recorder {
                 return;
             }
         }
-        if let Some(name) = self
+        if self
             .create_event(pod, "Warning", "FailedScheduling", message, profile)
             .await
         {
             self.series.insert(
                 pod.uid.clone(),
                 Series {
-                    event: name,
-                    namespace: pod.namespace.clone(),
+                    pod: pod.clone(),
+                    profile: profile.to_string(),
                     message: message.to_string(),
                     count: 1,
                     written: Instant::now(),
@@ -321,77 +325,59 @@ impl Recorder {
         };
         s.dirty = false;
         s.written = Instant::now();
-        let api: Api<Event> = Api::namespaced(self.client.clone(), &s.namespace);
-        let patch =
-            json!({"count": s.count, "lastTimestamp": Time(k8s_openapi::jiff::Timestamp::now())});
+        let (pod, message, profile) = (s.pod.clone(), s.message.clone(), s.profile.clone());
         self.throttle.wait().await;
-        match api
-            .patch(&s.event, &PatchParams::default(), &Patch::Merge(&patch))
+        match self
+            .sink
+            .publish(
+                &pod,
+                true,
+                "FailedScheduling",
+                "Scheduling",
+                &message,
+                &profile,
+            )
             .await
         {
-            Ok(_) => self
+            Ok(()) => self
                 .metrics
                 .events
                 .with_label_values(&["FailedScheduling", "updated"])
                 .inc(),
-            Err(e) => tracing::warn!(event = %s.event, error = %e, "updating an event failed"),
+            Err(e) => tracing::warn!(pod = %pod.key(), error = %e, "updating an event failed"),
         }
     }
 
-    /// Creates an Event about `pod`; returns its name.
+    /// Publishes an Event about `pod` (`kind` Normal or Warning); whether
+    /// it was written.
     async fn create_event(
-        &self,
+        &mut self,
         pod: &PodRef,
         kind: &str,
         reason: &str,
         message: &str,
         profile: &str,
-    ) -> Option<String> {
-        let now = k8s_openapi::jiff::Timestamp::now();
-        let name = format!("{}.{:x}", pod.name, now.as_nanosecond());
-        let event = Event {
-            metadata: ObjectMeta {
-                name: Some(name.clone()),
-                namespace: Some(pod.namespace.clone()),
-                ..Default::default()
-            },
-            involved_object: ObjectReference {
-                api_version: Some("v1".into()),
-                kind: Some("Pod".into()),
-                name: Some(pod.name.clone()),
-                namespace: Some(pod.namespace.clone()),
-                uid: Some(pod.uid.clone()),
-                ..Default::default()
-            },
-            reason: Some(reason.into()),
-            message: Some(truncate(message, 1024)),
-            type_: Some(kind.into()),
-            count: Some(1),
-            first_timestamp: Some(Time(now)),
-            last_timestamp: Some(Time(now)),
-            event_time: Some(MicroTime(now)),
-            action: Some("Scheduling".into()),
-            reporting_component: Some(profile.into()),
-            reporting_instance: Some(self.identity.clone()),
-            source: Some(EventSource {
-                component: Some(profile.into()),
-                host: None,
-            }),
-            ..Default::default()
+    ) -> bool {
+        let action = match reason {
+            "Scheduled" => "Binding",
+            _ => "Scheduling",
         };
-        let api: Api<Event> = Api::namespaced(self.client.clone(), &pod.namespace);
         self.throttle.wait().await;
-        match api.create(&PostParams::default(), &event).await {
-            Ok(_) => {
+        match self
+            .sink
+            .publish(pod, kind == "Warning", reason, action, message, profile)
+            .await
+        {
+            Ok(()) => {
                 self.metrics
                     .events
                     .with_label_values(&[reason, "created"])
                     .inc();
-                Some(name)
+                true
             }
             Err(e) => {
                 tracing::warn!(pod = %pod.key(), %reason, error = %e, "writing an event failed");
-                None
+                false
             }
         }
     }
@@ -425,16 +411,4 @@ impl Recorder {
             }
         }
     }
-}
-
-/// Upstream truncates event messages to 1024 bytes.
-fn truncate(s: &str, max: usize) -> String {
-    if s.len() <= max {
-        return s.to_string();
-    }
-    let mut end = max - 4;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{} ...", &s[..end])
 }

@@ -174,7 +174,8 @@ impl SchedulerMetrics {
 }
 
 impl TimingSink for SchedulerMetrics {
-    fn plugin(&self, _profile: &str, plugin: &str, point: &'static str, elapsed: Duration) {
+    fn plugin(&self, profile: &str, plugin: &str, point: &'static str, elapsed: Duration) {
+        super::ops_metrics::OpsMetrics::global().evaluated(profile, plugin, point);
         self.plugin_duration
             .with_label_values(&[plugin, point, "Success"])
             .observe(elapsed.as_secs_f64());

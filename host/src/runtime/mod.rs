@@ -25,7 +25,9 @@
 pub mod binder;
 pub mod cache_sync;
 pub mod client;
+mod event_sink;
 pub mod events;
+pub mod explain;
 pub mod gpu_metrics;
 pub mod informer;
 pub mod leader;
@@ -33,12 +35,14 @@ pub mod metrics;
 pub mod namespace_watch;
 pub mod node_lock;
 pub mod object_watch;
+mod ops_metrics;
 pub mod policy_watch;
 pub mod preemption;
 pub mod reflector;
 pub mod scheduling;
 pub mod served;
 pub mod server;
+mod verbose;
 pub mod volume_watch;
 pub mod workload_watch;
 
@@ -365,6 +369,7 @@ fn register_metrics(scheduler: &Arc<Scheduler>) -> Arc<metrics::SchedulerMetrics
     }
     let registry = crate::metrics::Metrics::global().registry();
     let metrics = metrics::SchedulerMetrics::register(registry, scheduler.clone());
+    ops_metrics::OpsMetrics::global();
     for fw in &scheduler.profiles {
         fw.timings.set_sink(fw.scheduler_name(), metrics.clone());
     }

@@ -32,6 +32,20 @@ struct Outbox<'a> {
 }
 
 impl Sink for Outbox<'_> {
+    fn explains(&self, pod: &Pod) -> bool {
+        super::explain::wants(pod)
+    }
+
+    fn explained(
+        &mut self,
+        pod: &Arc<Pod>,
+        profile: &str,
+        node: Option<&str>,
+        explanation: crate::framework::Explanation,
+    ) {
+        super::explain::record(pod, profile, node, explanation);
+    }
+
     fn bind(&mut self, binding: Binding) {
         let _ = self.binds.send(binding);
     }
@@ -39,6 +53,8 @@ impl Sink for Outbox<'_> {
     /// Counts the attempt (a Permit rejection was counted when its pod was
     /// scheduled) and reports the failure.
     fn failed(&mut self, f: Failure) {
+        super::verbose::failure(&f);
+        super::ops_metrics::OpsMetrics::global().failed(&f);
         let message = f.message();
         match &f.kind {
             FailureKind::Unschedulable(_) => {

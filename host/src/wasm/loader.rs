@@ -114,13 +114,13 @@ impl Loader {
         label: &str,
         bytes: &[u8],
     ) -> Result<(Arc<PluginModule>, CompileReport), LoaderError> {
-        let (module, report) =
-            PluginModule::compile_with(bytes, self.cache.as_ref()).map_err(|error| {
-                LoaderError::Load {
-                    label: label.to_string(),
-                    error,
-                }
-            })?;
+        let (module, report) = super::progress::while_compiling(label, || {
+            PluginModule::compile_with(bytes, self.cache.as_ref())
+        })
+        .map_err(|error| LoaderError::Load {
+            label: label.to_string(),
+            error,
+        })?;
         crate::metrics::Metrics::global().observe_compile(name, &report);
         Ok((module, report))
     }

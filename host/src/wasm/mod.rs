@@ -17,6 +17,7 @@ pub mod module;
 pub mod output;
 pub mod plugin;
 pub mod preemption;
+pub mod progress;
 pub mod source;
 pub mod state;
 pub mod wasi;

@@ -131,7 +131,9 @@ pub fn dashboard_metrics() -> Vec<String> {
             for word in expr.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
                 if (word.starts_with("scheduler_")
                     || word.starts_with("wasmsched_")
-                    || word.starts_with("leader_"))
+                    || word.starts_with("leader_")
+                    || word.starts_with("rest_client_")
+                    || word.starts_with("process_"))
                     && !names.contains(&word.to_string())
                 {
                     names.push(word.to_string());

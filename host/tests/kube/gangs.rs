@@ -575,8 +575,9 @@ async fn the_gangs_component_is_accepted_and_its_rbac_suffices() {
             "{kind} missing with the component: {with}"
         );
     }
-    // The component's fragment adds Coscheduling to the gpu-scheduler
-    // profile of deploy/config.yaml.
+    // Coscheduling is in the default profile; the component's fragment
+    // names it in the gpu-scheduler profile of deploy/config.yaml, and
+    // `profiles` says so.
     let with_fragment = runnable_config_with(&["gangs"], tmp.path());
     let profiles = |path: &Path| {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_wasmsched"))
@@ -590,8 +591,18 @@ async fn the_gangs_component_is_accepted_and_its_rbac_suffices() {
         );
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
-    assert!(profiles(&with_fragment).contains("Coscheduling"));
-    assert!(!profiles(&deploy.join("config.yaml")).contains("Coscheduling"));
+    let fragment = with_fragment.with_file_name("fragment-gangs.yaml");
+    let named = format!(
+        "from file {} (profiles[0].plugins.multiPoint): Coscheduling\n",
+        fragment.display()
+    );
+    assert!(profiles(&with_fragment).contains(&named));
+    let base = profiles(&deploy.join("config.yaml"));
+    assert!(base.contains("  queuesort: Coscheduling\n"), "{base}");
+    assert!(
+        !base.contains("(profiles[0].plugins.multiPoint): Coscheduling"),
+        "{base}"
+    );
 
     // Run as the ServiceAccount with the base role and the component's.
     apply(&[

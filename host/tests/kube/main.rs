@@ -24,6 +24,7 @@ mod namespaces;
 mod node;
 mod node_metrics;
 mod oci;
+mod ops;
 mod outages;
 mod preemption;
 mod proxy;

@@ -438,3 +438,85 @@ async fn an_http_review_kubeconfig_is_refused() {
         );
     }
 }
+
+/// The families kube-scheduler's dashboards and alerts read beyond the
+/// scheduler's own: `process_*`, client-go's `rest_client_*` for the API
+/// client, and upstream's `scheduler_pod_scheduling_sli_duration_seconds`,
+/// `scheduler_unschedulable_pods` and `scheduler_plugin_evaluation_total`,
+/// with their labels and buckets, scraped by the real Prometheus through
+/// the secure port as the ServiceMonitor scrapes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prometheus_scrapes_kube_schedulers_families() {
+    use k8s_openapi::api::core::v1::{Node, Pod};
+    use kube::api::{Api, PostParams};
+    let _g = serial();
+    let client = client().await;
+    reset(&client, &["serving"]).await;
+    accounts();
+    let nodes: Api<Node> = Api::all(client.clone());
+    let node: Node = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "serving-node"},
+        "status": {"allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"}}
+    }))
+    .unwrap();
+    nodes.create(&PostParams::default(), &node).await.unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let kubeconfig = scheduler_kubeconfig(tmp.path());
+    let sched = Scheduler::start(
+        tmp.path(),
+        "families",
+        &kubeconfig,
+        &["--leader-elect=false"],
+    );
+    sched.wait_ready().await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "serving");
+    for (name, cpu) in [("fits", "1"), ("too-big", "100")] {
+        let p: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "namespace": "serving"},
+            "spec": {"schedulerName": "gpu-scheduler", "containers": [{"name": "c", "image": "x",
+                "resources": {"requests": {"cpu": cpu}}}]}
+        }))
+        .unwrap();
+        pods.create(&PostParams::default(), &p).await.unwrap();
+    }
+    let servers = &env().servers;
+    let token = service_account_token("serving", "scraper");
+    std::fs::write(servers.join("prometheus-scrape-token"), token).unwrap();
+    let target = format!("127.0.0.1:{}", sched.port);
+    let targets = servers.join("prometheus-https-targets/families.json");
+    let sd = serde_json::json!([{"targets": [target], "labels": {"test": "families"}}]);
+    std::fs::write(&targets, sd.to_string()).unwrap();
+    let at = format!("job=\"tests-https\",instance=\"{target}\"");
+    let queries = [
+        format!("process_resident_memory_bytes{{{at}}} > 1e6"),
+        format!("process_cpu_seconds_total{{{at}}} > 0"),
+        format!("process_open_fds{{{at}}} > 0"),
+        format!("process_start_time_seconds{{{at}}} > 1.7e9"),
+        format!("rest_client_requests_total{{{at},code=\"200\",method=\"GET\"}} > 0"),
+        format!("rest_client_requests_total{{{at},code=\"201\",method=\"POST\"}} > 0"),
+        format!("rest_client_request_duration_seconds_bucket{{{at},verb=\"GET\",le=\"60\"}} > 0"),
+        format!("rest_client_request_duration_seconds_bucket{{{at},verb=\"GET\",le=\"0.005\"}}"),
+        format!("scheduler_pod_scheduling_sli_duration_seconds_count{{{at},attempts=\"1\"}} >= 1"),
+        format!("scheduler_pod_scheduling_sli_duration_seconds_bucket{{{at},attempts=\"1\",le=\"5242.88\"}} >= 1"),
+        format!("scheduler_unschedulable_pods{{{at},plugin=\"NodeResourcesFit\",profile=\"gpu-scheduler\"}} == 1"),
+        format!("scheduler_plugin_evaluation_total{{{at},plugin=\"NodeResourcesFit\",extension_point=\"Filter\",profile=\"gpu-scheduler\"}} > 0"),
+        format!("sum(scheduler_plugin_evaluation_total{{{at},extension_point=\"PreFilter\",profile=\"gpu-scheduler\"}}) > 0"),
+    ];
+    for q in &queries {
+        wait_until(q, Duration::from_secs(60), || async {
+            !prometheus_query(q).await.is_empty()
+        })
+        .await;
+    }
+    // The unschedulable pod leaves the gauge when it is deleted.
+    pods.delete("too-big", &Default::default()).await.unwrap();
+    let gone = format!(
+        "scheduler_unschedulable_pods{{{at},plugin=\"NodeResourcesFit\",profile=\"gpu-scheduler\"}} == 0"
+    );
+    wait_until(&gone, Duration::from_secs(60), || async {
+        !prometheus_query(&gone).await.is_empty()
+    })
+    .await;
+    let _ = std::fs::remove_file(&targets);
+    let _ = kubectl(&["delete", "clusterrolebinding", "serving-scraper"]);
+}

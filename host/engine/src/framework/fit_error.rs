@@ -22,6 +22,10 @@ pub struct FitError {
     /// What PostFilter said when it found no way (upstream appends it,
     /// for example `preemption: 0/5 nodes are available: ...`).
     pub post_filter: Vec<String>,
+    /// The plugins that rejected the pod (upstream's
+    /// `Diagnosis.UnschedulablePlugins`): PreFilter's, or every Filter
+    /// plugin that rejected a node.
+    pub unschedulable_plugins: std::collections::BTreeSet<String>,
 }
 
 impl FitError {

@@ -217,7 +217,7 @@ mod tests {
         let names: Vec<&str> = REGISTRY
             .iter()
             .filter(|r| r.default && r.points.contains(&Point::Filter))
-            .filter(|r| matches!(r.factory, Factory::Native(_)))
+            .filter(|r| KUBE_SCHEDULER_DEFAULTS.contains(&r.name))
             .map(|r| r.name)
             .collect();
         assert_eq!(
@@ -238,5 +238,30 @@ mod tests {
                 "DynamicResources"
             ]
         );
+    }
+
+    /// wasmsched's default profile is kube-scheduler's plus gangs
+    /// (Coscheduling: a no-op for pods outside pod groups), HAMi's node
+    /// lock and the built-in wasm plugins; kube-scheduler's own defaults
+    /// hold none of them.
+    #[test]
+    fn wasmsched_defaults_add_gangs_hami_and_the_wasm_built_ins() {
+        let extra: Vec<&str> = REGISTRY
+            .iter()
+            .filter(|r| r.default && !KUBE_SCHEDULER_DEFAULTS.contains(&r.name))
+            .map(|r| r.name)
+            .collect();
+        assert_eq!(
+            extra,
+            [
+                "HAMiNodeLock",
+                "Coscheduling",
+                "GpuTopology",
+                "NetworkLocality"
+            ]
+        );
+        for name in KUBE_SCHEDULER_DEFAULTS {
+            assert!(lookup(name).is_some_and(|r| r.default), "{name}");
+        }
     }
 }

@@ -44,7 +44,7 @@ registry! {
     native "HAMiNodeLock" => plugins::hami_node_lock::new,
         points: [Reserve, PreBind], weight: 0, default: true;
     native "Coscheduling" => plugins::coscheduling::new,
-        points: [QueueSort, PreFilter, Filter, PostFilter, Reserve, Permit, PostBind], weight: 0, default: false;
+        points: [QueueSort, PreFilter, Filter, PostFilter, Reserve, Permit, PostBind], weight: 0, default: true;
     native "PrioritySort" => plugins::priority_sort::new,
         points: [QueueSort], weight: 0, default: true;
     native "SchedulingGates" => plugins::scheduling_gates::new,

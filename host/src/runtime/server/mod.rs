@@ -110,6 +110,7 @@ pub async fn serve(prepared: Prepared, shared: Arc<Shared>, shutdown: watch::Rec
         .route("/metrics", get(metrics))
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
+        .route("/explain/{namespace}/{pod}", get(super::explain::handler))
         .with_state(shared)
         .layer(axum::middleware::from_fn_with_state(
             prepared.auth.clone(),

@@ -60,6 +60,9 @@ impl Cycle<'_> {
         let pre = self.pre_filter();
         self.timed_point("PreFilter", pre.is_ok(), "Unschedulable", started);
         if let Err((reason, counts_nodes, position)) = pre {
+            if let Some(p) = self.profile.pre_filter.get(position) {
+                fit.unschedulable_plugins.insert(p.name().to_string());
+            }
             fit.pod_reason = Some(reason);
             fit.pod_reason_counts_nodes = counts_nodes;
             let complete = !self.profile.pre_filter[position..]
@@ -118,6 +121,9 @@ impl Cycle<'_> {
     fn unschedulable(&mut self, mut fit: FitError, found: &Found) -> (Outcome, Option<Nomination>) {
         for (_, r) in &found.rejections {
             r.reasons.iter().for_each(|reason| fit.add(reason));
+            if let Some(p) = self.profile.filter.get(r.plugin) {
+                fit.unschedulable_plugins.insert(p.name().to_string());
+            }
         }
         let nomination = self.post_filter(&mut fit, found);
         (Outcome::Unschedulable(fit), nomination)

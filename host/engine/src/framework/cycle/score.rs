@@ -45,6 +45,20 @@ impl Cycle<'_> {
             for (t, v) in totals.iter_mut().zip(&scores.normalized) {
                 *t += v * s.weight;
             }
+            // klog's -v=10 (kube-scheduler logs each plugin's scores there).
+            if tracing::enabled!(tracing::Level::TRACE) {
+                for (node, v) in feasible.iter().zip(&scores.normalized) {
+                    tracing::trace!(
+                        v = 10,
+                        pod = %this.ctx.pod.key(),
+                        plugin = s.plugin.name(),
+                        node = node.name(),
+                        score = *v,
+                        weight = s.weight,
+                        "Plugin scored node for pod"
+                    );
+                }
+            }
             if this.recording {
                 recorded.push((position, scores));
             }
