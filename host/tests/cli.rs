@@ -679,6 +679,7 @@ fn simulate_with_dcgm_metrics_explains_the_utilization_term() {
     let o = wasmsched(&["simulate", &s(&gpu_example()), "--metrics", &s(&bad)]);
     assert_one_line_error(&o, &[&s(&bad), "no __name__ label"]);
     let _ = std::fs::remove_file(&bad);
+}
 
 // ------------------------------------------- CI gates, YAML, completions
 

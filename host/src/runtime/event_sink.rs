@@ -17,11 +17,19 @@ use super::events::PodRef;
 /// Upstream truncates event notes to 1024 bytes.
 const MAX_NOTE: usize = 1024;
 
-/// One recorder per reporting controller (profile).
+/// Recorders keep at most this many pods' series (then start afresh).
+const MAX_PODS: usize = 10_000;
+
+/// One recorder per (reporting controller, pod): kube-runtime's recorder
+/// keys its series by reason and action, client-go's (kube-scheduler's)
+/// also by the note, so a pod whose failure message changes gets a new
+/// Event; a fresh recorder for the pod does the same here.
 pub struct EventSink {
     client: Client,
     identity: String,
-    recorders: HashMap<String, Recorder>,
+    /// By (profile, pod uid): the recorder and the note last published
+    /// per reason.
+    recorders: HashMap<(String, String), (Recorder, HashMap<String, String>)>,
 }
 
 impl EventSink {
@@ -44,29 +52,6 @@ impl EventSink {
         note: &str,
         profile: &str,
     ) -> Result<(), kube::Error> {
-        let recorder = self
-            .recorders
-            .entry(profile.to_string())
-            .or_insert_with(|| {
-                Recorder::new(
-                    self.client.clone(),
-                    Reporter {
-                        controller: profile.to_string(),
-                        instance: Some(self.identity.clone()),
-                    },
-                )
-            });
-        let event = Event {
-            type_: if warning {
-                EventType::Warning
-            } else {
-                EventType::Normal
-            },
-            reason: reason.to_string(),
-            note: Some(truncate(note, MAX_NOTE)),
-            action: action.to_string(),
-            secondary: None,
-        };
         let regarding = ObjectReference {
             api_version: Some("v1".into()),
             kind: Some("Pod".into()),
@@ -75,7 +60,65 @@ impl EventSink {
             uid: Some(pod.uid.clone()),
             ..Default::default()
         };
+        self.publish_about(regarding, &pod.uid, warning, reason, action, note, profile)
+            .await
+    }
+
+    /// The same about any object (`key` identifies it, e.g. its uid).
+    #[allow(clippy::too_many_arguments)]
+    pub async fn publish_about(
+        &mut self,
+        regarding: ObjectReference,
+        key: &str,
+        warning: bool,
+        reason: &str,
+        action: &str,
+        note: &str,
+        reporter: &str,
+    ) -> Result<(), kube::Error> {
+        if self.recorders.len() >= MAX_PODS {
+            self.recorders.clear();
+        }
+        let note = truncate(note, MAX_NOTE);
+        let slot = (reporter.to_string(), key.to_string());
+        let changed = self
+            .recorders
+            .get(&slot)
+            .and_then(|(_, notes)| notes.get(reason))
+            .is_some_and(|last| *last != note);
+        if changed {
+            self.recorders.remove(&slot);
+        }
+        let (recorder, notes) = self.recorders.entry(slot).or_insert_with(|| {
+            (
+                Recorder::new(
+                    self.client.clone(),
+                    Reporter {
+                        controller: reporter.to_string(),
+                        instance: Some(self.identity.clone()),
+                    },
+                ),
+                HashMap::new(),
+            )
+        });
+        notes.insert(reason.to_string(), note.clone());
+        let event = Event {
+            type_: if warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
+            reason: reason.to_string(),
+            note: Some(note),
+            action: action.to_string(),
+            secondary: None,
+        };
         recorder.publish(&event, &regarding).await
+    }
+
+    /// Forgets a pod's series (it was bound or deleted).
+    pub fn forget(&mut self, uid: &str) {
+        self.recorders.retain(|(_, k), _| k != uid);
     }
 }
 

@@ -174,6 +174,7 @@ impl Recorder {
                 let msg = format!("Successfully assigned {} to {node}", pod.key());
                 self.create_event(&pod, "Normal", "Scheduled", &msg, &profile)
                     .await;
+                self.sink.forget(&pod.uid);
             }
             Report::Failed {
                 pod,
@@ -224,44 +225,33 @@ impl Recorder {
     }
 
     /// An Event about the scheduler (its Lease).
-    async fn scheduler_event(&self, warning: bool, reason: &str, message: &str) {
+    async fn scheduler_event(&mut self, warning: bool, reason: &str, message: &str) {
         let Some(subject) = &self.subject else {
             return;
         };
-        let now = k8s_openapi::jiff::Timestamp::now();
-        let event = Event {
-            metadata: ObjectMeta {
-                name: Some(format!("{}.{:x}", subject.name, now.as_nanosecond())),
-                namespace: Some(subject.namespace.clone()),
-                ..Default::default()
-            },
-            involved_object: ObjectReference {
-                api_version: Some(subject.api_version.into()),
-                kind: Some(subject.kind.into()),
-                name: Some(subject.name.clone()),
-                namespace: Some(subject.namespace.clone()),
-                ..Default::default()
-            },
-            reason: Some(reason.into()),
-            message: Some(truncate(message, 1024)),
-            type_: Some(if warning { "Warning" } else { "Normal" }.into()),
-            count: Some(1),
-            first_timestamp: Some(Time(now)),
-            last_timestamp: Some(Time(now)),
-            event_time: Some(MicroTime(now)),
-            action: Some(reason.into()),
-            reporting_component: Some("wasmsched".into()),
-            reporting_instance: Some(self.identity.clone()),
-            source: Some(EventSource {
-                component: Some("wasmsched".into()),
-                host: None,
-            }),
+        let regarding = k8s_openapi::api::core::v1::ObjectReference {
+            api_version: Some(subject.api_version.into()),
+            kind: Some(subject.kind.into()),
+            name: Some(subject.name.clone()),
+            namespace: Some(subject.namespace.clone()),
             ..Default::default()
         };
-        let api: Api<Event> = Api::namespaced(self.client.clone(), &subject.namespace);
+        let key = format!("{}/{}", subject.namespace, subject.name);
         self.throttle.wait().await;
-        match api.create(&PostParams::default(), &event).await {
-            Ok(_) => self
+        let published = self
+            .sink
+            .publish_about(
+                regarding,
+                &key,
+                warning,
+                reason,
+                reason,
+                message,
+                "wasmsched",
+            )
+            .await;
+        match published {
+            Ok(()) => self
                 .metrics
                 .events
                 .with_label_values(&[reason, "created"])

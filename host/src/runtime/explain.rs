@@ -59,6 +59,7 @@ pub fn record(pod: &Arc<Pod>, profile: &str, node: Option<&str>, explanation: Ex
         explanation,
         gpus: Vec::new(),
         gpu_devices: Vec::new(),
+        node_metrics: Vec::new(),
     };
     let mut b = board().lock();
     if b.wanted.remove(&pod.key()).is_some() {

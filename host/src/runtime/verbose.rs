@@ -36,7 +36,7 @@ pub fn log(report: &Report) {
             reason = %message,
             "Pod is waiting at Permit"
         ),
-        Report::Deleted { .. } => {}
+        Report::Deleted { .. } | Report::Scheduler { .. } => {}
     }
 }
 

@@ -365,7 +365,7 @@ fn first_available_with_backtracking_and_its_score() {
     // Enumerating sets for rankers (choosing the first) allocates the
     // same: the subrequest, its score and the allocation's config.
     let mut seen = 0;
-    let Ok(Outcome::Allocated(ranked)) = super::allocator::allocate_ranked(
+    let Ok(Outcome::Allocated(ranked)) = allocator::allocate_ranked(
         &inputs,
         &N::new("node-1").build(),
         &[&c],
