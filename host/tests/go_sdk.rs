@@ -151,7 +151,10 @@ fn the_go_origin_port_exports_what_it_implements() {
         out.stdout
     );
     assert!(
-        out.stdout.contains("contract:    wasmsched:plugin@0.2.0"),
+        out.stdout.contains(&format!(
+            "contract:    wasmsched:plugin@{}",
+            wasmsched::wasm::CONTRACT_VERSION
+        )),
         "{}",
         out.stdout
     );

@@ -121,6 +121,11 @@ impl Plugin for WasmPlugin {
 }
 
 impl PreFilterPlugin for WasmPlugin {
+    /// AddPod / RemovePod: the plugin's resident state follows what-ifs.
+    fn has_extensions(&self) -> bool {
+        true
+    }
+
     fn pre_filter(
         &self,
         ctx: &CycleContext,

@@ -5,12 +5,6 @@
 //! the node scores by its best set. Without any, allocation is exactly
 //! upstream's first fit.
 
-use super::context::CycleContext;
-use super::cycle_state::CycleState;
-use super::node_info::NodeInfo;
-use super::plugin::Plugin;
-use super::status::PluginError;
-
 /// A device of the node's pools, as a ranker sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RankDevice {
@@ -45,17 +39,4 @@ pub struct RankInput<'a> {
     /// `<claim>/<request>` names the sets' devices serve.
     pub requests: Vec<String>,
     pub sets: Vec<DeviceSet>,
-}
-
-/// Ranks candidate device sets (0..=100 each, higher is better).
-pub trait DeviceRanker: Plugin {
-    /// One score per set, in order; an empty answer abstains. Called in
-    /// the cycle of `ctx.pod`, per feasible node, during Filter.
-    fn rank_devices(
-        &self,
-        ctx: &CycleContext,
-        state: &CycleState,
-        node: &NodeInfo,
-        input: &RankInput,
-    ) -> Result<Vec<u8>, PluginError>;
 }

@@ -36,9 +36,10 @@ pub use advisor::{Advice, Candidate, PreemptionAdvisor, Victim};
 pub use binding_cycle::{Assumption, Refusal};
 pub use cache::Cache;
 pub use clock::Clock;
+pub use context::DeviceRanker;
 pub use cycle::{CycleResult, Framework, Outcome, Placement};
 pub use cycle_state::CycleState;
-pub use device_rank::{DeviceRanker, DeviceSet, RankDevice, RankInput};
+pub use device_rank::{DeviceSet, RankDevice, RankInput};
 pub use explain::{
     CandidateExplanation, Explanation, FilterVerdict, NodeExplanation, PreemptionExplanation,
     ScoreDetail,

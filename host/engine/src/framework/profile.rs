@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use super::advisor::PreemptionAdvisor;
-use super::device_rank::DeviceRanker;
+use super::context::DeviceRanker;
 use super::interface::{
     BindPlugin, FilterPlugin, InformerPlugin, PermitPlugin, Plugin, PostBindPlugin,
     PostFilterPlugin, PreBindPlugin, PreEnqueuePlugin, PreFilterPlugin, PreScorePlugin,
