@@ -153,7 +153,7 @@ fn the_go_origin_port_exports_what_it_implements() {
     assert!(
         out.stdout.contains(&format!(
             "contract:    wasmsched:plugin@{}",
-            wasmsched::wasm::CONTRACT_VERSION
+            wasm::CONTRACT_VERSION
         )),
         "{}",
         out.stdout

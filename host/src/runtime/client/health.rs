@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use http::{Request, Response};
 use parking_lot::Mutex;
-use prometheus::{exponential_buckets, HistogramOpts, HistogramVec, IntCounterVec, Opts};
+use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, Opts};
 use tower::{BoxError, Layer, Service};
 
 /// How long a request that is not a watch may wait for its answer.
@@ -21,6 +21,11 @@ pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The longest `Retry-After` honoured (a larger one is taken as this).
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(30);
+
+/// client-go's buckets of `rest_client_request_duration_seconds`.
+const DURATION_BUCKETS: [f64; 12] = [
+    0.005, 0.025, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0,
+];
 
 /// client-go's `rest_client_*` metrics.
 struct RestMetrics {
@@ -45,7 +50,7 @@ impl RestMetrics {
                     "rest_client_request_duration_seconds",
                     "Request latency in seconds until the response headers (watches: until the watch is established). Broken down by verb and host.",
                 )
-                .buckets(exponential_buckets(0.005, 2.0, 14).expect("valid buckets")),
+                .buckets(DURATION_BUCKETS.to_vec()),
                 &["verb", "host"],
             )
             .expect("valid metric"),
