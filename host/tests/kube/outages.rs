@@ -630,7 +630,7 @@ async fn bandwidth_limit() {
 /// retries in place, keeps scheduling, reports it (metric, log, Event),
 /// and binds everything.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "since the merge with issue 28's changes the API server throttles no binding in this set-up (0 answers 429): the test cannot show the retry; issue 30 stays open for it"]
+#[ignore = "timing-dependent: a one-seat priority level throttles the bindings only when they overlap, which they did under load and do not on an idle machine (0 answers 429, also with the faults branch's own build); issue 30 stays open for a set-up that throttles every time"]
 async fn priority_and_fairness_throttling() {
     let _g = serial();
     let client = client().await;
