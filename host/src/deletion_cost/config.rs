@@ -17,14 +17,20 @@ pub const OPT_IN: &str = "deletion-cost.wasmsched.io/enabled";
 /// The built-in policy.
 pub const DEFAULT_PLUGIN: &str = "DeletionCost";
 
-fn err(field: impl Into<String>, cause: impl Into<String>) -> ConfigError {
+/// A configuration error for `field` (shared with `node_metrics`).
+pub(crate) fn err(field: impl Into<String>, cause: impl Into<String>) -> ConfigError {
     ConfigError {
         field: field.into(),
         cause: cause.into(),
     }
 }
 
-fn duration(field: &str, s: &Option<String>, default: Duration) -> Result<Duration, ConfigError> {
+/// A positive duration, `default` when unset.
+pub(crate) fn duration(
+    field: &str,
+    s: &Option<String>,
+    default: Duration,
+) -> Result<Duration, ConfigError> {
     let Some(s) = s else { return Ok(default) };
     let d = humantime::parse_duration(s)
         .map_err(|e| err(field, format!("invalid duration {s:?}: {e}")))?;

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use crate::config::file::NodeMetricsFile;
 use crate::config::{ConfigError, ConfigFile};
+use crate::deletion_cost::config::{duration, err};
 use crate::prometheus::Endpoint;
 
 /// dcgm-exporter's series the source asks for when `queries` is not set:
@@ -54,23 +55,6 @@ pub struct NodeMetricsConfig {
     pub prometheus: Option<Endpoint>,
     pub naming: Naming,
     pub interval: Duration,
-}
-
-fn err(field: impl Into<String>, cause: impl Into<String>) -> ConfigError {
-    ConfigError {
-        field: field.into(),
-        cause: cause.into(),
-    }
-}
-
-fn duration(field: &str, s: &Option<String>, default: Duration) -> Result<Duration, ConfigError> {
-    let Some(s) = s else { return Ok(default) };
-    let d = humantime::parse_duration(s)
-        .map_err(|e| err(field, format!("invalid duration {s:?}: {e}")))?;
-    if d.is_zero() {
-        return Err(err(field, "must be positive"));
-    }
-    Ok(d)
 }
 
 fn name_ok(name: &str) -> bool {
