@@ -136,6 +136,9 @@ pub struct Scheduler {
     /// Each profile's plan, in profile order: where its plugins and
     /// default args come from (`wasmsched profiles`).
     pub plans: Vec<ProfilePlan>,
+    /// What the profiles' plugins share (DynamicResources' store, read by
+    /// the DRA metrics).
+    pub handle: crate::framework::registry::Handle,
 }
 
 impl std::ops::Deref for Scheduler {
@@ -289,6 +292,7 @@ pub fn build(file: &ConfigFile, base: &Path, seed: u64) -> Result<Scheduler, Con
         modules: modules.compiled(),
         wasm,
         plans,
+        handle: base,
     })
 }
 

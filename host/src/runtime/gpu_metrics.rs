@@ -64,6 +64,12 @@ fn current() -> &'static Mutex<Weak<Shared>> {
     CURRENT.get_or_init(|| Mutex::new(Weak::new()))
 }
 
+/// The current `run`'s state, if one runs (for the collectors of other
+/// scrape-time metrics: [`super::dra_metrics`]).
+pub(super) fn current_run() -> Option<Arc<Shared>> {
+    current().lock().upgrade()
+}
+
 /// Registers the collector once per process and points it at `shared`.
 pub fn register(registry: &Registry, shared: &Arc<Shared>) {
     *current().lock() = Arc::downgrade(shared);
@@ -107,7 +113,7 @@ impl Collector for DeviceCollector {
     }
 
     fn collect(&self) -> Vec<MetricFamily> {
-        let Some(shared) = current().lock().upgrade() else {
+        let Some(shared) = current_run() else {
             return Vec::new();
         };
         let (devices, ((whole, _), (whole_nodes, _))) = {

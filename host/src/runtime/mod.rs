@@ -25,6 +25,7 @@
 pub mod binder;
 pub mod cache_sync;
 pub mod client;
+pub mod dra_metrics;
 mod event_sink;
 pub mod events;
 pub mod explain;
@@ -254,6 +255,7 @@ pub async fn run(
     );
     let shared = Shared::new(scheduler.clone(), metrics.clone(), leadership.clone());
     gpu_metrics::register(crate::metrics::Metrics::global().registry(), &shared);
+    dra_metrics::register(crate::metrics::Metrics::global().registry());
     let identity = opts.identity.clone().unwrap_or_else(default_identity);
     let throttle = client::Throttle::new(settings.qps, settings.burst);
     let (shutdown_tx, shutdown_rx) = watch::channel(false);

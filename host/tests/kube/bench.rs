@@ -5,7 +5,8 @@
 //! keeps. `BENCH_WORKLOAD` names one of upstream's scheduler_perf workloads
 //! (`wasmsched bench --workload`'s shapes, the same objects created on the
 //! server); without it the cluster is BENCHMARKS.md's main one (32-cpu
-//! nodes, plain pods).
+//! nodes, plain pods); `BENCH_WORKLOAD=dra` is upstream's DRA workload
+//! (`bench_dra`).
 
 use std::collections::HashSet;
 use std::process::{Child, Command, Stdio};
@@ -21,6 +22,7 @@ use rand::SeedableRng;
 use serde_json::{json, Value};
 use wasmsched::bench::workloads::{self, Workload};
 
+use crate::bench_dra;
 use crate::env::*;
 
 const NS: &str = "bench";
@@ -135,12 +137,35 @@ where
         .await;
 }
 
-/// Creates the shape's nodes, its init pods (bound) and its pending pods.
-async fn create(client: &Client, shape: &Shape) {
+/// Upstream's `SchedulingWithResourceClaimTemplate`: `nodes` nodes of 10
+/// devices, `init` of them held by claims allocated beforehand
+/// (`bench_dra::create_devices`), `pods` pods with a claim template.
+fn dra_shape(nodes: usize, pods: usize) -> Shape {
+    Shape {
+        nodes: (0..nodes).map(bench_dra::node).collect(),
+        init: Vec::new(),
+        pending: (0..pods)
+            .map(|i| bench_dra::pod(&format!("pod-{i:05}"), NS, SCHED))
+            .collect(),
+        expected: pods,
+    }
+}
+
+/// Creates the shape's nodes, for DRA its devices and `init_claims`
+/// allocated claims, its init pods (bound) and its pending pods, and for
+/// DRA waits for kube-controller-manager's claims of the pending pods.
+async fn create(client: &Client, shape: &Shape, dra: Option<usize>) {
     create_all(&Api::<Node>::all(client.clone()), &shape.nodes).await;
+    if let Some(init_claims) = dra {
+        bench_dra::clean(client, NS).await;
+        bench_dra::create_devices(client, NS, shape.nodes.len(), init_claims).await;
+    }
     let pods = Api::<Pod>::namespaced(client.clone(), NS);
     create_all(&pods, &shape.init).await;
     create_all(&pods, &shape.pending).await;
+    if dra.is_some() {
+        bench_dra::wait_for_claims(client, NS, shape.pending.len()).await;
+    }
 }
 
 /// Seconds from a scheduler's start until its first binding, and until
@@ -214,16 +239,23 @@ async fn measure(client: &Client, pods: usize, mut start: impl FnMut() -> Child)
 async fn bench_against_kube_scheduler() {
     let _g = serial();
     let nodes = size("BENCH_NODES", 500);
-    let pods = size("BENCH_PODS", 2000);
     let qps = size("BENCH_QPS", 500);
-    let workload = std::env::var("BENCH_WORKLOAD").ok().map(|w| {
+    let name = std::env::var("BENCH_WORKLOAD").ok();
+    // DRA: 5000pods_500nodes, half of the devices held beforehand.
+    let dra = (name.as_deref() == Some("dra")).then(|| size("BENCH_INIT_CLAIMS", nodes * 5));
+    let pods = size("BENCH_PODS", if dra.is_some() { nodes * 5 } else { 2000 });
+    let workload = name.filter(|_| dra.is_none()).map(|w| {
         <Workload as clap::ValueEnum>::from_str(&w, false)
-            .unwrap_or_else(|e| panic!("BENCH_WORKLOAD={w}: {e}"))
+            .unwrap_or_else(|e| panic!("BENCH_WORKLOAD={w}: {e} (or dra)"))
     });
-    let shape = match workload {
-        Some(w) => workload_shape(w, nodes, pods),
-        None => plain_shape(nodes, pods),
+    let shape = match (workload, dra) {
+        (_, Some(_)) => dra_shape(nodes, pods),
+        (Some(w), None) => workload_shape(w, nodes, pods),
+        (None, None) => plain_shape(nodes, pods),
     };
+    if dra.is_some() {
+        controller_manager("resourceclaim-controller");
+    }
     let version = std::env::var("WASMSCHED_TEST_KUBE_VERSION").unwrap_or_default();
     let client = client().await;
     let tmp = tempfile::tempdir().unwrap();
@@ -314,9 +346,12 @@ async fn bench_against_kube_scheduler() {
             continue;
         }
         reset(&client, &[NS]).await;
-        create(&client, &shape).await;
+        create(&client, &shape, dra).await;
         let pods = shape.expected;
         let t = measure(&client, pods, start).await;
+        if dra.is_some() {
+            assert_eq!(bench_dra::check_allocations(&client, NS).await, pods);
+        }
         let (rate, steady) = (pods as f64 / t.all, (pods - 1) as f64 / (t.all - t.first));
         eprintln!(
             "{name}: {pods} pods on {nodes} nodes in {:.1} s ({rate:.0} pods/s; first binding at {:.1} s, {steady:.0} pods/s after)",
@@ -327,7 +362,13 @@ async fn bench_against_kube_scheduler() {
     println!(
         "\n{}: {nodes} nodes, {} pods bound beforehand, {} pending pods ({} bindable), client qps {qps} / burst {}; \
          seconds from the scheduler's start:\n",
-        workload.map_or("plain pods".to_string(), |w| w.name()),
+        match (workload, dra) {
+            (_, Some(init)) => format!(
+                "SchedulingWithResourceClaimTemplate (DRA, one device per pod, {init} claims allocated beforehand)"
+            ),
+            (Some(w), None) => w.name(),
+            (None, None) => "plain pods".to_string(),
+        },
         shape.init.len(),
         shape.pending.len(),
         shape.expected,
@@ -343,6 +384,19 @@ async fn bench_against_kube_scheduler() {
             t.first, t.all
         );
     }
+}
+
+/// Starts scripts/test-servers' kube-controller-manager with `controllers`.
+fn controller_manager(controllers: &str) {
+    let status = Command::new(repo().join("scripts/test-servers"))
+        .args([
+            "start-controller-manager",
+            env().servers.to_str().unwrap(),
+            controllers,
+        ])
+        .status()
+        .unwrap();
+    assert!(status.success(), "test-servers start-controller-manager");
 }
 
 fn wasmsched(cfg: &std::path::Path) -> Child {

@@ -155,6 +155,10 @@ const GPU_DEVICE_METRICS: &str = "wasmsched_gpu_device_";
 /// configured; host/tests/kube/node_metrics.rs checks them).
 const NODE_METRICS_SOURCE: &str = "wasmsched_node_metrics_";
 
+/// DynamicResources' metrics (served once DRA objects exist;
+/// host/tests/kube/dra.rs checks them).
+const DRA_METRICS: &str = "wasmsched_dra_";
+
 /// The dashboard's metrics that `/metrics` does not serve.
 async fn missing_dashboard_metrics(sched: &Scheduler) -> Vec<String> {
     let (status, metrics) = sched.get("/metrics").await.unwrap();
@@ -411,6 +415,7 @@ async fn the_scheduler_runs_with_exactly_its_service_accounts_rbac() {
     assert!(
         missing.iter().all(|m| m.starts_with(CONTROLLER_METRICS)
             || m.starts_with(GPU_DEVICE_METRICS)
+            || m.starts_with(DRA_METRICS)
             || m.starts_with(NODE_METRICS_SOURCE)),
         "dashboard metrics not served: {missing:?}"
     );

@@ -27,7 +27,7 @@ const SCHED: &str = "dra-scheduler";
 const DRIVER: &str = "gpu.example.com";
 const LABEL: &str = "wasmsched.io/dra-test";
 
-fn resource(kind: &str, plural: &str) -> ApiResource {
+pub fn resource(kind: &str, plural: &str) -> ApiResource {
     ApiResource {
         group: "resource.k8s.io".into(),
         version: "v1".into(),
@@ -642,11 +642,37 @@ async fn gpu_topology_ranks_devices_and_the_allocation_holds_across_a_restart() 
         ["gpus=dra-a/gpu-0", "gpus=dra-a/gpu-3"],
         "GpuTopology's pair on one PCIe root"
     );
+    // Per-device allocation as the dashboard reads it (the claim's
+    // status, once the watch has it).
+    let expect = [
+        ("gpu-0", 1.0),
+        ("gpu-1", 0.0),
+        ("gpu-2", 0.0),
+        ("gpu-3", 1.0),
+    ];
+    wait_until("the per-device metrics", Duration::from_secs(20), || {
+        devices_held(&ws, &expect)
+    })
+    .await;
+    let allocated = ws
+        .metric("wasmsched_dra_claims", &[("state", "allocated")])
+        .await;
+    let pending = ws
+        .metric("wasmsched_dra_claims", &[("state", "pending")])
+        .await;
+    assert_eq!((allocated, pending), (1.0, 1.0), "claims pair and pair-2");
     drop(ws);
 
     let ws = start("ws-ranking-restarted");
     let log = ws.log.clone();
     let read = || std::fs::read_to_string(&log).unwrap_or_default();
+    // Rebuilt from the claims' status before any pod is scheduled.
+    wait_until(
+        "the devices held after the restart",
+        Duration::from_secs(20),
+        || devices_held(&ws, &expect),
+    )
+    .await;
     let second = pod("second", &[("shared", "pair"), ("more", "pair-2")]);
     crate::create_pod(&client, second.clone()).await;
     match decide(&client, &second, &read).await {
@@ -673,4 +699,21 @@ async fn gpu_topology_ranks_devices_and_the_allocation_holds_across_a_restart() 
     }
     drop(ws);
     clean(&client).await;
+}
+
+/// Whether `wasmsched_dra_device_allocated` of node dra-a's devices reads
+/// as `expect` (device, value).
+async fn devices_held(ws: &Scheduler, expect: &[(&str, f64)]) -> bool {
+    for (device, value) in expect {
+        let labels = [
+            ("node", "dra-a"),
+            ("driver", DRIVER),
+            ("pool", "dra-a"),
+            ("device", *device),
+        ];
+        if ws.metric("wasmsched_dra_device_allocated", &labels).await != *value {
+            return false;
+        }
+    }
+    true
 }

@@ -12,6 +12,7 @@
 
 mod audit;
 mod bench;
+mod bench_dra;
 mod deploy;
 mod differential;
 mod dra;

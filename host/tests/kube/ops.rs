@@ -83,10 +83,15 @@ async fn v2_logs_each_binding_and_failure_in_klogs_json() {
     .await;
     // The API server shows the binding before the scheduler's binder logs
     // it, so wait for both lines rather than for the pod.
-    wait_until("the binding and the failure logged", Duration::from_secs(60), || async {
-        let logs = sched.logs();
-        logs.contains("Successfully bound pod to node") && logs.contains("Unable to schedule pod")
-    })
+    wait_until(
+        "the binding and the failure logged",
+        Duration::from_secs(60),
+        || async {
+            let logs = sched.logs();
+            logs.contains("Successfully bound pod to node")
+                && logs.contains("Unable to schedule pod")
+        },
+    )
     .await;
     let logs = sched.logs();
     let lines: Vec<Value> = logs

@@ -81,6 +81,27 @@ struct Inner {
     writes: Vec<StatusWrite>,
 }
 
+/// A published device and whether a claim holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceUse {
+    /// The slice's `nodeName` (empty for devices not local to one node).
+    pub node: String,
+    pub driver: String,
+    pub pool: String,
+    pub device: String,
+    pub taken: bool,
+}
+
+/// What the store holds, for metrics ([`Store::usage`]).
+#[derive(Debug, Default)]
+pub struct Usage {
+    pub devices: Vec<DeviceUse>,
+    pub claims_allocated: usize,
+    pub claims_pending: usize,
+    /// Objects that could not be read, by kind.
+    pub invalid: BTreeMap<&'static str, usize>,
+}
+
 /// The store.
 #[derive(Default)]
 pub struct Store {
@@ -313,6 +334,50 @@ impl Store {
             in_use,
             self.cel.clone(),
         )
+    }
+
+    /// Every published device and whether it is taken (allocated outside
+    /// admin access, or in flight), sorted; and the claims allocated and
+    /// not, and the objects rejected by kind (metrics).
+    pub fn usage(&self) -> Usage {
+        let in_use = self.inputs().in_use;
+        let inner = self.inner.lock();
+        let mut devices = Vec::new();
+        for data in inner.slices.values() {
+            let s = &data.slice;
+            let node = match &s.scope {
+                dra::NodeScope::Name(n) => n.clone(),
+                _ => String::new(),
+            };
+            for (id, _) in &data.ranked {
+                let device = id.rsplit('/').next().unwrap_or_default().to_string();
+                devices.push(DeviceUse {
+                    node: node.clone(),
+                    driver: s.driver.clone(),
+                    pool: s.pool.clone(),
+                    device,
+                    taken: in_use.contains(id),
+                });
+            }
+        }
+        devices.sort_by(|a, b| {
+            (&a.node, &a.driver, &a.pool, &a.device).cmp(&(&b.node, &b.driver, &b.pool, &b.device))
+        });
+        let allocated = inner
+            .claims
+            .values()
+            .filter(|c| c.allocation.is_some())
+            .count();
+        let mut invalid: BTreeMap<&'static str, usize> = BTreeMap::new();
+        for (kind, _) in inner.invalid.keys() {
+            *invalid.entry(kind).or_default() += 1;
+        }
+        Usage {
+            devices,
+            claims_allocated: allocated,
+            claims_pending: inner.claims.len() - allocated,
+            invalid,
+        }
     }
 
     /// Every claim with its allocation, by key (reports).
