@@ -359,6 +359,11 @@ async fn bench_against_kube_scheduler() {
         );
         rows.push((name, t, rate, steady));
     }
+    if dra.is_some() {
+        // Thousands of claims and slices would slow every later test.
+        reset(&client, &[NS]).await;
+        bench_dra::clean(&client, NS).await;
+    }
     println!(
         "\n{}: {nodes} nodes, {} pods bound beforehand, {} pending pods ({} bindable), client qps {qps} / burst {}; \
          seconds from the scheduler's start:\n",

@@ -635,6 +635,12 @@ async fn gpu_topology_ranks_devices_and_the_allocation_holds_across_a_restart() 
     let ws = start("ws-ranking");
     let log = ws.log.clone();
     let read = || std::fs::read_to_string(&log).unwrap_or_default();
+    ws.wait_ready().await;
+    let claims_before = claim_counts(&ws).await;
+    assert!(
+        claims_before.1 >= 2.0,
+        "pair and pair-2 pending: {claims_before:?}"
+    );
     crate::create_pod(&client, s.pods[0].clone()).await;
     let v = decide(&client, &s.pods[0], &read).await;
     assert_eq!(
@@ -654,13 +660,14 @@ async fn gpu_topology_ranks_devices_and_the_allocation_holds_across_a_restart() 
         devices_held(&ws, &expect)
     })
     .await;
-    let allocated = ws
-        .metric("wasmsched_dra_claims", &[("state", "allocated")])
-        .await;
-    let pending = ws
-        .metric("wasmsched_dra_claims", &[("state", "pending")])
-        .await;
-    assert_eq!((allocated, pending), (1.0, 1.0), "claims pair and pair-2");
+    // The claim counts are the cluster's: pair moved from pending to
+    // allocated.
+    let (allocated, pending) = claim_counts(&ws).await;
+    assert_eq!(
+        (allocated - claims_before.0, claims_before.1 - pending),
+        (1.0, 1.0),
+        "pair allocated"
+    );
     drop(ws);
 
     let ws = start("ws-ranking-restarted");
@@ -716,4 +723,11 @@ async fn devices_held(ws: &Scheduler, expect: &[(&str, f64)]) -> bool {
         }
     }
     true
+}
+
+/// `wasmsched_dra_claims`: (allocated, pending).
+async fn claim_counts(ws: &Scheduler) -> (f64, f64) {
+    let allocated = ws.metric("wasmsched_dra_claims", &[("state", "allocated")]);
+    let pending = ws.metric("wasmsched_dra_claims", &[("state", "pending")]);
+    (allocated.await, pending.await)
 }

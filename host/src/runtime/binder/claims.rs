@@ -1,8 +1,11 @@
 //! DynamicResources' PreBind step ([`ClaimBinding`]), as kube-scheduler's
-//! `bindClaim` writes it: the claim read fresh; the delete-protection
-//! finalizer added (an update) when this cycle allocated it; then one
-//! status update with `status.allocation` (and `allocationTimestamp`) and
-//! the pod appended to `status.reservedFor`; retried on conflicts. When a
+//! `bindClaim` writes it: the delete-protection finalizer added when this
+//! cycle allocated the claim; then one status write with
+//! `status.allocation` (and `allocationTimestamp`) and the pod appended to
+//! `status.reservedFor`. The first attempt writes against the claim as the
+//! cycle saw it (JSON patches that test its `resourceVersion`: two writes,
+//! no read, as upstream's first attempt); when the claim changed since,
+//! it is read fresh and updated, retried on conflicts. When a
 //! later step of the binding fails, the pod's reservation is taken back
 //! (the allocation stays, as upstream: a later cycle may reuse or
 //! deallocate it).
@@ -77,6 +80,12 @@ impl Binder {
             tracing::warn!(pod = %req.pod().key(), claim = %key, error = %what, "PreBind of DynamicResources failed; will retry");
             BindResult::Error
         };
+        match self.write_as_seen(&api, c).await {
+            Ok(()) => return BindResult::Bound,
+            Err(Some(e)) => return failed(format!("write claim {key}: {e}")),
+            // The claim changed since the cycle saw it: read it below.
+            Err(None) => {}
+        }
         for _ in 0..ATTEMPTS {
             self.throttle.wait().await;
             let mut obj = match api.get(&c.name).await {
@@ -145,6 +154,69 @@ impl Binder {
             }
         }
         failed(format!("claim {key}: conflicts on every attempt"))
+    }
+
+    /// The first attempt, against the claim as the cycle saw it: JSON
+    /// patches that test its `resourceVersion`, so that nothing is read
+    /// first and nothing written over a change. `Err(None)`: the claim
+    /// changed (the test failed, or a conflict); `Err(Some(_))`: another
+    /// error.
+    async fn write_as_seen(
+        &self,
+        api: &Api<DynamicObject>,
+        c: &ClaimBinding,
+    ) -> Result<(), Option<kube::Error>> {
+        let changed = |e: kube::Error| match &e {
+            // A failed `test` is 422 (Unprocessable Entity); a conflict 409.
+            kube::Error::Api(a) if a.code == 409 || a.code == 422 => None,
+            _ => Some(e),
+        };
+        let mut version = c.resource_version.clone();
+        if version.is_empty() {
+            return Err(None);
+        }
+        let test = |version: &str| json!({"op": "test", "path": "/metadata/resourceVersion", "value": version});
+        let consumer = json!({"resource": "pods", "name": c.pod_name, "uid": c.pod_uid});
+        let status_ops = if let Some(allocation) = &c.allocation {
+            if !c.finalizers.iter().any(|f| f == DELETE_PROTECTION) {
+                let mut finalizers = c.finalizers.clone();
+                finalizers.push(DELETE_PROTECTION.into());
+                let ops = json!([test(&version), {"op": "add", "path": "/metadata/finalizers", "value": finalizers}]);
+                self.throttle.wait().await;
+                let patched = api
+                    .patch(
+                        &c.name,
+                        &PatchParams::default(),
+                        &Patch::<Value>::Json(
+                            serde_json::from_value(ops)
+                                .map_err(|e| Some(kube::Error::SerdeError(e)))?,
+                        ),
+                    )
+                    .await
+                    .map_err(changed)?;
+                version = patched.metadata.resource_version.unwrap_or_default();
+            }
+            let mut a = allocation.clone();
+            a["allocationTimestamp"] = json!(now());
+            // Not allocated when seen, so no consumers and no device
+            // statuses (both need an allocation): the whole status.
+            json!([test(&version), {"op": "add", "path": "/status", "value": {"allocation": a, "reservedFor": [consumer]}}])
+        } else if c.consumers == 0 {
+            json!([test(&version), {"op": "add", "path": "/status/reservedFor", "value": [consumer]}])
+        } else {
+            json!([test(&version), {"op": "add", "path": "/status/reservedFor/-", "value": consumer}])
+        };
+        let patch =
+            serde_json::from_value(status_ops).map_err(|e| Some(kube::Error::SerdeError(e)))?;
+        self.throttle.wait().await;
+        api.patch_status(
+            &c.name,
+            &PatchParams::default(),
+            &Patch::<Value>::Json(patch),
+        )
+        .await
+        .map_err(changed)?;
+        Ok(())
     }
 
     /// Takes the pod's reservation back from claims it was added to (a

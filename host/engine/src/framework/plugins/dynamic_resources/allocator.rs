@@ -15,6 +15,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
+use parking_lot::Mutex;
+
 use serde_json::{json, Value};
 
 use super::cel::{self, Compiled, DeviceVal};
@@ -34,6 +36,57 @@ pub struct SliceData {
     pub cel: Vec<DeviceVal>,
     /// Each device as device rankers see it, and its id.
     pub ranked: Vec<(DeviceId, RankDevice)>,
+    /// Selectors' verdicts on each device, kept for the slice's life: a
+    /// selector reads only `device`, so every pod and node after the first
+    /// reuses them (upstream evaluates again for each).
+    verdicts: Mutex<Verdicts>,
+}
+
+/// Per selector program (held, so that its address stays its key), one
+/// verdict per device: 0 not evaluated, 1 match, 2 no match. Errors are not
+/// kept. At most [`MAX_MEMO_PROGRAMS`] programs; a new one past that starts
+/// over.
+#[derive(Debug, Default)]
+struct Verdicts(Vec<(Compiled, Vec<u8>)>);
+
+const MAX_MEMO_PROGRAMS: usize = 32;
+
+impl SliceData {
+    /// `eval`'s verdict for selector `program` on device `device`, kept
+    /// when it is not an error.
+    fn verdict(
+        &self,
+        program: &Compiled,
+        device: usize,
+        eval: impl FnOnce() -> Result<bool, String>,
+    ) -> Result<bool, String> {
+        {
+            let memo = self.verdicts.lock();
+            if let Some((_, v)) = memo.0.iter().find(|(p, _)| Arc::ptr_eq(p, program)) {
+                match v.get(device) {
+                    Some(1) => return Ok(true),
+                    Some(2) => return Ok(false),
+                    _ => {}
+                }
+            }
+        }
+        let verdict = eval()?;
+        let mut memo = self.verdicts.lock();
+        let at = match memo.0.iter().position(|(p, _)| Arc::ptr_eq(p, program)) {
+            Some(at) => at,
+            None => {
+                if memo.0.len() >= MAX_MEMO_PROGRAMS {
+                    memo.0.clear();
+                }
+                memo.0.push((program.clone(), vec![0; self.cel.len()]));
+                memo.0.len() - 1
+            }
+        };
+        if let Some(slot) = memo.0[at].1.get_mut(device) {
+            *slot = if verdict { 1 } else { 2 };
+        }
+        Ok(verdict)
+    }
 }
 
 impl SliceData {
@@ -48,7 +101,12 @@ impl SliceData {
             .iter()
             .map(|d| (device_id(&slice, d), rank_device(&slice, d)))
             .collect();
-        Self { slice, cel, ranked }
+        Self {
+            slice,
+            cel,
+            ranked,
+            verdicts: Mutex::default(),
+        }
     }
 }
 
@@ -354,8 +412,8 @@ impl<'a> Search<'a> {
         &self.slice(loc).slice.devices[loc.device]
     }
 
-    fn id(&self, loc: Loc) -> DeviceId {
-        device_id(&self.slice(loc).slice, self.device(loc))
+    fn id(&self, loc: Loc) -> &'a DeviceId {
+        &self.slice(loc).ranked[loc.device].0
     }
 
     /// Every device location, in search order, from `start`.
@@ -414,14 +472,13 @@ impl<'a> Search<'a> {
             let dv = &sd.cel[loc.device];
             let alt = &self.claims[c].requests[r].alts[a];
             for (program, source) in &alt.selectors {
-                let id = device_id(&sd.slice, d);
                 let name = |source: &Source| match source {
                     Source::Class(i) => format!("class {}: selector #{i}", alt.exact.class),
                     Source::Claim(i) => {
                         format!("claim {}: selector #{i}", self.claims[c].claim.key())
                     }
                 };
-                let program = match &**program {
+                let compiled = match &**program {
                     Ok(p) => p,
                     Err(e) => {
                         return Err(AllocError(format!(
@@ -432,7 +489,7 @@ impl<'a> Search<'a> {
                 };
                 let verdict = match dv.invalid() {
                     Some(e) => Err(e.to_string()),
-                    None => cel::matches(program, dv),
+                    None => sd.verdict(program, loc.device, || cel::matches(compiled, dv)),
                 };
                 match verdict {
                     Ok(true) => {}
@@ -442,8 +499,9 @@ impl<'a> Search<'a> {
                     }
                     Err(e) => {
                         return Err(AllocError(format!(
-                            "{} on device {id}: CEL runtime error: {e}",
-                            name(source)
+                            "{} on device {}: CEL runtime error: {e}",
+                            name(source),
+                            device_id(&sd.slice, d)
                         )))
                     }
                 }
@@ -454,7 +512,7 @@ impl<'a> Search<'a> {
     }
 
     fn in_use(&self, loc: Loc) -> bool {
-        self.allocating.contains(&loc) || self.inputs.in_use.contains(&self.id(loc))
+        self.allocating.contains(&loc) || self.inputs.in_use.contains(self.id(loc))
     }
 
     /// Takes the device for claim `c`'s request (`must`: `All` mode, where

@@ -83,6 +83,13 @@ pub struct ClaimBinding {
     pub allocation: Option<Value>,
     pub pod_name: String,
     pub pod_uid: String,
+    /// The claim as this cycle saw it: its `resourceVersion`, finalizers
+    /// and consumers. The binder writes against this version without
+    /// reading the claim first (as upstream's first attempt does), and
+    /// reads it only when the claim changed since.
+    pub resource_version: String,
+    pub finalizers: Vec<String>,
+    pub consumers: usize,
 }
 
 pub struct DynamicResources {
@@ -481,6 +488,9 @@ impl PreBindPlugin for DynamicResources {
                 allocation,
                 pod_name: pod.name.clone(),
                 pod_uid: pod.uid.clone(),
+                resource_version: c.resource_version.clone(),
+                finalizers: c.finalizers.clone(),
+                consumers: c.reserved_for.len(),
             }));
         }
         Ok(actions)
