@@ -117,22 +117,78 @@ fn device_id(s: &Slice, d: &Device) -> DeviceId {
     format!("{}/{}/{}", s.driver, s.pool, d.name)
 }
 
-/// What every node's allocation of one pod's claims starts from: the
-/// slices and classes of the cycle, and the devices already taken.
-pub struct Inputs {
+/// The devices taken: a persistent set, so that each cycle's copy costs
+/// nothing and the store updates it in place.
+pub type InUse = imbl::HashSet<DeviceId>;
+
+/// The slices and classes with their lookups: what changes only when a
+/// slice or class does, so the store builds it once and every cycle until
+/// then shares it.
+pub struct Index {
     pub slices: Vec<Arc<SliceData>>,
     pub classes: HashMap<String, Arc<Class>>,
-    /// Devices allocated (outside admin access) or in flight.
-    pub in_use: HashSet<DeviceId>,
-    pub cel: Arc<cel::Cache>,
     /// Slices by the node they name (`nodeName`), and the others.
     by_node: HashMap<String, Vec<usize>>,
     shared: Vec<usize>,
     /// Every slice of each pool, by (driver, pool).
     pools: HashMap<(String, String), Vec<usize>>,
+    /// The slices with devices that consume counters.
+    consuming: Vec<usize>,
+    /// What [`gather`] found for nodes whose candidate slices all name
+    /// them (so that it depends on nothing else), by node name.
+    gathered: Mutex<HashMap<String, Arc<Vec<Pool>>>>,
+}
+
+impl Index {
+    pub fn new(slices: Vec<Arc<SliceData>>, classes: HashMap<String, Arc<Class>>) -> Self {
+        let mut by_node: HashMap<String, Vec<usize>> = HashMap::new();
+        let mut shared = Vec::new();
+        let mut pools: HashMap<(String, String), Vec<usize>> = HashMap::new();
+        let mut consuming = Vec::new();
+        for (i, sd) in slices.iter().enumerate() {
+            let s = &sd.slice;
+            match &s.scope {
+                NodeScope::Name(n) => by_node.entry(n.clone()).or_default().push(i),
+                _ => shared.push(i),
+            }
+            pools
+                .entry((s.driver.clone(), s.pool.clone()))
+                .or_default()
+                .push(i);
+            if s.devices.iter().any(|d| !d.consumes.is_empty()) {
+                consuming.push(i);
+            }
+        }
+        Self {
+            slices,
+            classes,
+            by_node,
+            shared,
+            pools,
+            consuming,
+            gathered: Mutex::default(),
+        }
+    }
+}
+
+/// What every node's allocation of one pod's claims starts from: the
+/// slices and classes of the cycle, and the devices already taken.
+pub struct Inputs {
+    index: Arc<Index>,
+    /// Devices allocated (outside admin access) or in flight.
+    pub in_use: InUse,
+    pub cel: Arc<cel::Cache>,
     /// Counters used by the devices in use, by (driver, pool), counter
     /// set and counter.
     consumed: HashMap<(String, String), HashMap<String, HashMap<String, Nanos>>>,
+}
+
+impl std::ops::Deref for Inputs {
+    type Target = Index;
+
+    fn deref(&self) -> &Index {
+        &self.index
+    }
 }
 
 impl Inputs {
@@ -142,39 +198,39 @@ impl Inputs {
         in_use: HashSet<DeviceId>,
         cel: Arc<cel::Cache>,
     ) -> Self {
-        let mut by_node: HashMap<String, Vec<usize>> = HashMap::new();
-        let mut shared = Vec::new();
-        let mut pools: HashMap<(String, String), Vec<usize>> = HashMap::new();
+        Self::with_index(
+            Arc::new(Index::new(slices, classes)),
+            in_use.into_iter().collect(),
+            cel,
+        )
+    }
+
+    /// The inputs of a cycle from a shared index and the devices taken.
+    pub fn with_index(index: Arc<Index>, in_use: InUse, cel: Arc<cel::Cache>) -> Self {
         let mut consumed: HashMap<(String, String), HashMap<String, HashMap<String, Nanos>>> =
             HashMap::new();
-        for (i, sd) in slices.iter().enumerate() {
+        for &i in &index.consuming {
+            let sd = &index.slices[i];
             let s = &sd.slice;
-            match &s.scope {
-                NodeScope::Name(n) => by_node.entry(n.clone()).or_default().push(i),
-                _ => shared.push(i),
-            }
-            let pool = (s.driver.clone(), s.pool.clone());
-            pools.entry(pool.clone()).or_default().push(i);
-            for d in s.devices.iter().filter(|d| !d.consumes.is_empty()) {
-                if in_use.contains(&device_id(s, d)) {
-                    let sets = consumed.entry(pool.clone()).or_default();
-                    for (set, counters) in &d.consumes {
-                        let c = sets.entry(set.clone()).or_default();
-                        for (k, v) in counters {
-                            *c.entry(k.clone()).or_default() += v;
-                        }
+            for (d, (id, _)) in s.devices.iter().zip(&sd.ranked) {
+                if d.consumes.is_empty() || !in_use.contains(id) {
+                    continue;
+                }
+                let sets = consumed
+                    .entry((s.driver.clone(), s.pool.clone()))
+                    .or_default();
+                for (set, counters) in &d.consumes {
+                    let c = sets.entry(set.clone()).or_default();
+                    for (k, v) in counters {
+                        *c.entry(k.clone()).or_default() += v;
                     }
                 }
             }
         }
         Self {
-            slices,
-            classes,
+            index,
             in_use,
             cel,
-            by_node,
-            shared,
-            pools,
             consumed,
         }
     }
@@ -229,9 +285,29 @@ struct Loc {
     device: usize,
 }
 
+/// [`gather_pools`], kept in the index for a node when only slices that
+/// name it are candidates (nothing else, such as its labels, matters).
+fn gather(inputs: &Inputs, node: &Node) -> Arc<Vec<Pool>> {
+    let cacheable = inputs.shared.is_empty();
+    if cacheable {
+        if let Some(p) = inputs.gathered.lock().get(&node.name) {
+            return p.clone();
+        }
+    }
+    let pools = Arc::new(gather_pools(inputs, node));
+    if cacheable {
+        let mut gathered = inputs.gathered.lock();
+        // Bounded by the nodes that have slices.
+        if gathered.len() <= inputs.by_node.len() {
+            gathered.insert(node.name.clone(), pools.clone());
+        }
+    }
+    pools
+}
+
 /// Relevant slices of `node`, by pool, sorted by driver and pool name
 /// (upstream's `GatherPools`).
-fn gather(inputs: &Inputs, node: &Node) -> Vec<Pool> {
+fn gather_pools(inputs: &Inputs, node: &Node) -> Vec<Pool> {
     let mut relevant: BTreeMap<(String, String), Vec<usize>> = BTreeMap::new();
     let candidates = inputs
         .by_node
@@ -375,7 +451,7 @@ struct Chosen {
 struct Search<'a> {
     inputs: &'a Inputs,
     node: &'a Node,
-    pools: Vec<Pool>,
+    pools: Arc<Vec<Pool>>,
     claims: Vec<ClaimReq<'a>>,
     /// Devices chosen in this attempt (any claim).
     allocating: HashSet<Loc>,

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use serde_json::Value;
 
-use super::allocator::{DeviceId, Inputs, SliceData};
+use super::allocator::{DeviceId, InUse, Index, Inputs, SliceData};
 use super::cel;
 use crate::framework::objects::{ApiKind, StatusWrite};
 use crate::model::dra::{self, Claim, Class, Slice};
@@ -79,6 +79,73 @@ struct Inner {
     in_flight: HashMap<String, InFlight>,
     /// Statuses to write (PostFilter's deallocations).
     writes: Vec<StatusWrite>,
+    /// The slices and classes indexed, until one of them changes.
+    index: Option<Arc<Index>>,
+    /// How many holders (allocated claims outside admin access, and
+    /// allocations in flight) each device has; `in_use` is the devices
+    /// with at least one. Kept as claims and reservations change, so that
+    /// a cycle's inputs cost no rebuild.
+    holders: HashMap<DeviceId, u32>,
+    in_use: InUse,
+}
+
+/// The devices a claim's allocation holds (admin access holds none).
+fn held_by(c: &Claim) -> impl Iterator<Item = DeviceId> + '_ {
+    c.allocation
+        .iter()
+        .flat_map(|a| &a.results)
+        .filter(|r| !r.admin_access)
+        .map(|r| r.id())
+}
+
+impl Inner {
+    fn hold(&mut self, devices: impl Iterator<Item = DeviceId>) {
+        for d in devices {
+            let n = self.holders.entry(d.clone()).or_default();
+            *n += 1;
+            if *n == 1 {
+                self.in_use.insert(d);
+            }
+        }
+    }
+
+    fn release(&mut self, devices: impl Iterator<Item = DeviceId>) {
+        for d in devices {
+            if let Some(n) = self.holders.get_mut(&d) {
+                *n -= 1;
+                if *n == 0 {
+                    self.holders.remove(&d);
+                    self.in_use.remove(&d);
+                }
+            }
+        }
+    }
+
+    fn put_claim(&mut self, key: String, c: Arc<Claim>) {
+        self.hold(held_by(&c).collect::<Vec<_>>().into_iter());
+        if let Some(old) = self.claims.insert(key, c) {
+            self.release(held_by(&old).collect::<Vec<_>>().into_iter());
+        }
+    }
+
+    fn drop_claim(&mut self, key: &str) -> Option<Arc<Claim>> {
+        let old = self.claims.remove(key)?;
+        self.release(held_by(&old).collect::<Vec<_>>().into_iter());
+        Some(old)
+    }
+
+    fn put_flight(&mut self, uid: String, f: InFlight) {
+        self.hold(f.devices.clone().into_iter());
+        if let Some(old) = self.in_flight.insert(uid, f) {
+            self.release(old.devices.into_iter());
+        }
+    }
+
+    fn drop_flight(&mut self, uid: &str) {
+        if let Some(old) = self.in_flight.remove(uid) {
+            self.release(old.devices.into_iter());
+        }
+    }
 }
 
 /// A published device and whether a claim holds it.
@@ -131,6 +198,7 @@ impl Store {
                 .and_then(|c| Class::from_api(&c))
                 .map(|c| {
                     inner.classes.insert(key.to_string(), Arc::new(c));
+                    inner.index = None;
                 }),
             "ResourceSlice" => decode(kind.kind, version, object)
                 .and_then(|s| Slice::from_api(&s))
@@ -138,15 +206,16 @@ impl Store {
                     inner
                         .slices
                         .insert(key.to_string(), Arc::new(SliceData::new(s)));
+                    inner.index = None;
                 }),
             "ResourceClaim" => decode(kind.kind, version, object)
                 .and_then(|c| Claim::from_api(&c))
                 .map(|c| {
                     // Written (or allocated elsewhere): no longer in flight.
                     if c.allocation.is_some() {
-                        inner.in_flight.remove(&c.uid);
+                        inner.drop_flight(&c.uid);
                     }
-                    inner.claims.insert(key.to_string(), Arc::new(c));
+                    inner.put_claim(key.to_string(), Arc::new(c));
                 }),
             _ => Ok(()),
         };
@@ -173,14 +242,18 @@ impl Store {
     fn forget_locked(&self, inner: &mut Inner, kind: &ApiKind, key: &str) {
         match kind.kind {
             "DeviceClass" => {
-                inner.classes.remove(key);
+                if inner.classes.remove(key).is_some() {
+                    inner.index = None;
+                }
             }
             "ResourceSlice" => {
-                inner.slices.remove(key);
+                if inner.slices.remove(key).is_some() {
+                    inner.index = None;
+                }
             }
             "ResourceClaim" => {
-                if let Some(c) = inner.claims.remove(key) {
-                    inner.in_flight.remove(&c.uid);
+                if let Some(c) = inner.drop_claim(key) {
+                    inner.drop_flight(&c.uid);
                 }
             }
             _ => {}
@@ -238,7 +311,7 @@ impl Store {
         if let Some(f) = inner.in_flight.get(&claim.uid) {
             return f.pod_uid == pod_uid;
         }
-        inner.in_flight.insert(
+        inner.put_flight(
             claim.uid.clone(),
             InFlight {
                 claim: claim.key(),
@@ -251,10 +324,16 @@ impl Store {
 
     /// Gives back what `pod_uid` reserved (Unreserve).
     pub fn unreserve(&self, pod_uid: &str) {
-        self.inner
-            .lock()
+        let mut inner = self.inner.lock();
+        let uids: Vec<String> = inner
             .in_flight
-            .retain(|_, f| f.pod_uid != pod_uid);
+            .iter()
+            .filter(|(_, f)| f.pod_uid == pod_uid)
+            .map(|(uid, _)| uid.clone())
+            .collect();
+        for uid in uids {
+            inner.drop_flight(&uid);
+        }
     }
 
     /// Applies an allocation where no API server writes it (`simulate`):
@@ -289,8 +368,8 @@ impl Store {
         if !c.reserved_for_pod(&pod.uid) {
             c.reserved_for.push(pod);
         }
-        inner.in_flight.remove(&c.uid);
-        inner.claims.insert(key.to_string(), Arc::new(c));
+        inner.drop_flight(&c.uid);
+        inner.put_claim(key.to_string(), Arc::new(c));
     }
 
     /// Deallocates a claim reserved for nobody (PostFilter): at once here,
@@ -300,7 +379,7 @@ impl Store {
         let mut c = claim.clone();
         c.allocation = None;
         c.reserved_for.clear();
-        inner.claims.insert(claim.key(), Arc::new(c));
+        inner.put_claim(claim.key(), Arc::new(c));
         inner.writes.push(StatusWrite {
             kind: RESOURCE_CLAIM,
             namespace: claim.namespace.clone(),
@@ -316,24 +395,19 @@ impl Store {
     /// The allocator's inputs: every slice and class, and the devices in
     /// use (allocated outside admin access, or in flight).
     pub fn inputs(&self) -> Inputs {
-        let inner = self.inner.lock();
-        let mut in_use: HashSet<DeviceId> = HashSet::new();
-        for c in inner.claims.values() {
-            for r in c.allocation.iter().flat_map(|a| &a.results) {
-                if !r.admin_access {
-                    in_use.insert(r.id());
-                }
+        let mut inner = self.inner.lock();
+        let index = match &inner.index {
+            Some(index) => index.clone(),
+            None => {
+                let index = Arc::new(Index::new(
+                    inner.slices.values().cloned().collect(),
+                    inner.classes.clone(),
+                ));
+                inner.index = Some(index.clone());
+                index
             }
-        }
-        for f in inner.in_flight.values() {
-            in_use.extend(f.devices.iter().cloned());
-        }
-        Inputs::new(
-            inner.slices.values().cloned().collect(),
-            inner.classes.clone(),
-            in_use,
-            self.cel.clone(),
-        )
+        };
+        Inputs::with_index(index, inner.in_use.clone(), self.cel.clone())
     }
 
     /// Every published device and whether it is taken (allocated outside
