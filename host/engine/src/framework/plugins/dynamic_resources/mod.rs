@@ -437,7 +437,15 @@ impl ReservePlugin for DynamicResources {
         if prep.to_allocate.is_empty() {
             return Ok(());
         }
-        let results = prep.results.lock().get(node.name()).cloned();
+        // Only the chosen node's results are needed from here on (PreBind,
+        // `--explain`); the cycle state lives until the pod is bound, so
+        // the other nodes' go now.
+        let results = {
+            let mut all = prep.results.lock();
+            all.retain(|n, _| n == node.name());
+            all.get(node.name()).cloned()
+        };
+        prep.ranks.lock().retain(|n, _| n == node.name());
         let Some(results) = results else {
             return Err(PluginError("claim allocation not found for node".into()));
         };
