@@ -118,8 +118,10 @@ fn device_id(s: &Slice, d: &Device) -> DeviceId {
 }
 
 /// The devices taken: a persistent set, so that each cycle's copy costs
-/// nothing and the store updates it in place.
-pub type InUse = imbl::HashSet<DeviceId>;
+/// nothing and the store updates it in place; hashed with foldhash (every
+/// node's devices are looked up in it each cycle).
+pub type InUse =
+    imbl::GenericHashSet<DeviceId, foldhash::fast::RandomState, imbl::shared_ptr::DefaultSharedPtr>;
 
 /// The slices and classes with their lookups: what changes only when a
 /// slice or class does, so the store builds it once and every cycle until
