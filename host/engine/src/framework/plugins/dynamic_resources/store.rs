@@ -241,15 +241,11 @@ impl Store {
 
     fn forget_locked(&self, inner: &mut Inner, kind: &ApiKind, key: &str) {
         match kind.kind {
-            "DeviceClass" => {
-                if inner.classes.remove(key).is_some() {
-                    inner.index = None;
-                }
+            "DeviceClass" if inner.classes.remove(key).is_some() => {
+                inner.index = None;
             }
-            "ResourceSlice" => {
-                if inner.slices.remove(key).is_some() {
-                    inner.index = None;
-                }
+            "ResourceSlice" if inner.slices.remove(key).is_some() => {
+                inner.index = None;
             }
             "ResourceClaim" => {
                 if let Some(c) = inner.drop_claim(key) {
