@@ -159,16 +159,17 @@ impl Binder {
     /// The first attempt, against the claim as the cycle saw it: JSON
     /// patches that test its `resourceVersion`, so that nothing is read
     /// first and nothing written over a change. `Err(None)`: the claim
-    /// changed (the test failed, or a conflict); `Err(Some(_))`: another
-    /// error.
+    /// changed (the test failed, a conflict, or it is gone);
+    /// `Err(Some(_))`: another error.
     async fn write_as_seen(
         &self,
         api: &Api<DynamicObject>,
         c: &ClaimBinding,
     ) -> Result<(), Option<kube::Error>> {
         let changed = |e: kube::Error| match &e {
-            // A failed `test` is 422 (Unprocessable Entity); a conflict 409.
-            kube::Error::Api(a) if a.code == 409 || a.code == 422 => None,
+            // A failed `test` is 422 (Unprocessable Entity), a conflict
+            // 409; a deleted claim (404) is reported by the read below.
+            kube::Error::Api(a) if matches!(a.code, 404 | 409 | 422) => None,
             _ => Some(e),
         };
         let mut version = c.resource_version.clone();

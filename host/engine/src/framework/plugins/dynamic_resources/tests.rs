@@ -656,3 +656,116 @@ fn bad_objects_are_one_message_for_the_pods_that_use_them() {
         "{e}"
     );
 }
+
+/// The devices taken are kept as claims and reservations change (not
+/// rebuilt per cycle): after every step of a long pseudo-random sequence
+/// of claim updates, deletions, reservations and unreservations they equal
+/// what the claims and the reservations in flight say; and a new slice is
+/// seen by the next allocation (the index is rebuilt).
+#[test]
+fn the_devices_taken_follow_claims_and_reservations() {
+    let devices: Vec<Value> = (0..4)
+        .map(|d| dev(&format!("d{d}"), json!({}), json!({})))
+        .collect();
+    let w = World::new(&[
+        class("class-a", "driver-a"),
+        slice("slice-1", "node-1", "pool-1", "driver-a", json!(devices)),
+    ]);
+    let id = |d: u64| format!("driver-a/pool-1/d{d}");
+    // The model: claim -> (allocated device, admin); claim uid -> (pod, device) in flight.
+    let mut allocated: BTreeMap<u64, (u64, bool)> = BTreeMap::new();
+    let mut flight: BTreeMap<u64, (u64, u64)> = BTreeMap::new();
+    let mut present: HashSet<u64> = HashSet::new();
+    let mut seed = 7u64;
+    let mut next = |n: u64| {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (seed >> 33) % n
+    };
+    for step in 0..600 {
+        let c = next(5);
+        let name = format!("c{c}");
+        match next(5) {
+            0 | 1 => {
+                let mut o = claim(
+                    &name,
+                    json!([exactly("req-0", "class-a", json!({}))]),
+                    json!([]),
+                );
+                if next(2) == 0 {
+                    let (d, admin) = (next(4), next(4) == 0);
+                    o["status"] = json!({"allocation": {"devices": {"results": [
+                        {"request": "req-0", "driver": "driver-a", "pool": "pool-1",
+                         "device": format!("d{d}"), "adminAccess": admin}]}}});
+                    allocated.insert(c, (d, admin));
+                    flight.remove(&c);
+                } else {
+                    allocated.remove(&c);
+                }
+                w.store
+                    .apply(&RESOURCE_CLAIM, "v1", &o, &format!("default/{name}"));
+                present.insert(c);
+            }
+            2 => {
+                w.store.delete(&RESOURCE_CLAIM, &format!("default/{name}"));
+                allocated.remove(&c);
+                flight.remove(&c);
+                present.remove(&c);
+            }
+            3 if present.contains(&c) => {
+                let (pod, d) = (next(3), next(4));
+                let ok = w
+                    .store
+                    .reserve(&w.claim(&name), &format!("pod-{pod}"), vec![id(d)]);
+                let expected = flight.get(&c).is_none_or(|(p, _)| *p == pod);
+                assert_eq!(ok, expected, "step {step}: reserve c{c} for pod-{pod}");
+                flight.entry(c).or_insert((pod, d));
+            }
+            _ => {
+                let pod = next(3);
+                w.store.unreserve(&format!("pod-{pod}"));
+                flight.retain(|_, (p, _)| *p != pod);
+            }
+        }
+        let mut expected: Vec<String> = allocated
+            .values()
+            .filter(|(_, admin)| !admin)
+            .map(|(d, _)| id(*d))
+            .chain(flight.values().map(|(_, d)| id(*d)))
+            .collect::<HashSet<_>>()
+            .into_iter()
+            .collect();
+        expected.sort();
+        let mut taken: Vec<String> = w.store.inputs().in_use.iter().cloned().collect();
+        taken.sort();
+        assert_eq!(taken, expected, "step {step}");
+    }
+    // A second slice on another node: the next allocation sees it.
+    w.store.apply(
+        &RESOURCE_SLICE,
+        "v1",
+        &slice(
+            "slice-2",
+            "node-2",
+            "pool-2",
+            "driver-a",
+            json!([dev("e0", json!({}), json!({}))]),
+        ),
+        "slice-2",
+    );
+    w.store.apply(
+        &RESOURCE_CLAIM,
+        "v1",
+        &claim(
+            "fresh",
+            json!([exactly("req-0", "class-a", json!({}))]),
+            json!([]),
+        ),
+        "default/fresh",
+    );
+    assert_eq!(
+        w.allocate("node-2", &["fresh"]),
+        Ok(Some(vec![ids(&["driver-a/pool-2/e0"])]))
+    );
+}
