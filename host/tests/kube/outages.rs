@@ -103,6 +103,38 @@ fn names(prefix: &str, n: usize) -> Vec<String> {
     (0..n).map(|i| format!("{prefix}-{i:02}")).collect()
 }
 
+/// Lease timing (duration, renew deadline, retry period) short enough for
+/// a fault test to see a step-down and a takeover within seconds.
+const SHORT: (&str, &str, &str) = ("4s", "3s", "500ms");
+
+/// What the leader-election fault tests start from: the tests one at a
+/// time, the namespace clean, the lease deleted, `nodes` nodes of 4 cpu
+/// named `PREFIX-i`, and a configuration naming the lease with `timing`.
+struct Start {
+    _serial: std::sync::MutexGuard<'static, ()>,
+    client: Client,
+    tmp: tempfile::TempDir,
+    cfg: String,
+}
+
+async fn start(lease: &str, prefix: &str, nodes: usize, timing: (&str, &str, &str)) -> Start {
+    let serial = serial();
+    let client = client().await;
+    reset(&client, &[NS]).await;
+    let tmp = tempfile::tempdir().unwrap();
+    delete_lease(&client, lease).await;
+    for i in 0..nodes {
+        node(&client, &format!("{prefix}-{i}"), "4", json!({})).await;
+    }
+    let cfg = config(tmp.path(), lease, Some(timing));
+    Start {
+        _serial: serial,
+        client,
+        tmp,
+        cfg,
+    }
+}
+
 /// Issue 30's first report: nodes and pods deleted while the scheduler's
 /// watches were down, etcd compacted and the API server restarted so the
 /// watches expire (410 Gone) and relist, the Pod watch's relist done
@@ -374,16 +406,13 @@ pub async fn invariants(client: &Client, audit: &BindingAudit) {
 /// the API server answers again scheduling resumes within 3 s.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn outage_longer_than_the_renew_deadline_with_two_replicas() {
-    let _g = serial();
-    let client = client().await;
-    reset(&client, &[NS]).await;
-    let tmp = tempfile::tempdir().unwrap();
     let lease = "outage-test";
-    delete_lease(&client, lease).await;
-    let cfg = config(tmp.path(), lease, Some(("15s", "10s", "2s")));
-    for i in 0..8 {
-        node(&client, &format!("o-{i}"), "4", json!({})).await;
-    }
+    let Start {
+        _serial,
+        client,
+        tmp,
+        cfg,
+    } = start(lease, "o", 8, ("15s", "10s", "2s")).await;
     let (pa, pb) = (
         FaultProxy::start(&env().servers, &apiserver_url()).await,
         FaultProxy::start(&env().servers, &apiserver_url()).await,
@@ -471,16 +500,15 @@ async fn outage_longer_than_the_renew_deadline_with_two_replicas() {
 /// schedules once the API server answers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn start_with_the_api_server_unreachable() {
-    let _g = serial();
-    let client = client().await;
-    reset(&client, &[NS]).await;
-    let tmp = tempfile::tempdir().unwrap();
     let lease = "unreachable-test";
-    delete_lease(&client, lease).await;
-    node(&client, "u-0", "4", json!({})).await;
+    let Start {
+        _serial,
+        client,
+        tmp,
+        cfg,
+    } = start(lease, "u", 1, SHORT).await;
     let proxy = FaultProxy::start(&env().servers, &apiserver_url()).await;
     proxy.set_refuse(true);
-    let cfg = config(tmp.path(), lease, Some(("4s", "3s", "500ms")));
     let mut sched = through(&proxy, tmp.path(), "early", &["--config", &cfg]);
     let audit = BindingAudit::start(&client, NS).await;
     pod(&client, "waiting", "1", None).await;
@@ -751,16 +779,13 @@ spec:
 /// and takes the lease back once etcd is back; nothing is lost.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn etcd_stopped_for_15_seconds() {
-    let _g = serial();
-    let client = client().await;
-    reset(&client, &[NS]).await;
-    let tmp = tempfile::tempdir().unwrap();
     let lease = "etcd-test";
-    delete_lease(&client, lease).await;
-    for i in 0..5 {
-        node(&client, &format!("e-{i}"), "4", json!({})).await;
-    }
-    let cfg = config(tmp.path(), lease, Some(("4s", "3s", "500ms")));
+    let Start {
+        _serial,
+        client,
+        tmp,
+        cfg,
+    } = start(lease, "e", 5, SHORT).await;
     let mut sched = Scheduler::start(tmp.path(), "etcd", &env().kubeconfig, &["--config", &cfg]);
     sched.wait_ready().await;
     let audit = BindingAudit::start(&client, NS).await;
@@ -816,16 +841,13 @@ async fn etcd_stopped_for_15_seconds() {
 /// takes the lease back and binds what arrived.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn api_server_frozen_for_20_seconds() {
-    let _g = serial();
-    let client = client().await;
-    reset(&client, &[NS]).await;
-    let tmp = tempfile::tempdir().unwrap();
     let lease = "frozen-api-test";
-    delete_lease(&client, lease).await;
-    for i in 0..5 {
-        node(&client, &format!("fa-{i}"), "4", json!({})).await;
-    }
-    let cfg = config(tmp.path(), lease, Some(("4s", "3s", "500ms")));
+    let Start {
+        _serial,
+        client,
+        tmp,
+        cfg,
+    } = start(lease, "fa", 5, SHORT).await;
     let mut sched = Scheduler::start(tmp.path(), "frozen", &env().kubeconfig, &["--config", &cfg]);
     sched.wait_ready().await;
     let audit = BindingAudit::start(&client, NS).await;
@@ -863,16 +885,13 @@ async fn api_server_frozen_for_20_seconds() {
 /// and it stays up as a candidate.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leader_frozen_with_bindings_in_flight() {
-    let _g = serial();
-    let client = client().await;
-    reset(&client, &[NS]).await;
-    let tmp = tempfile::tempdir().unwrap();
     let lease = "frozen-leader-test";
-    delete_lease(&client, lease).await;
-    for i in 0..10 {
-        node(&client, &format!("fl-{i}"), "4", json!({})).await;
-    }
-    let cfg = config(tmp.path(), lease, Some(("4s", "3s", "500ms")));
+    let Start {
+        _serial,
+        client,
+        tmp,
+        cfg,
+    } = start(lease, "fl", 10, SHORT).await;
     let mut a = Scheduler::start(
         tmp.path(),
         "a",
@@ -926,16 +945,13 @@ async fn leader_frozen_with_bindings_in_flight() {
 /// order); after the partition heals the old leader is a standby, up.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn partition_between_the_leader_and_the_api_server() {
-    let _g = serial();
-    let client = client().await;
-    reset(&client, &[NS]).await;
-    let tmp = tempfile::tempdir().unwrap();
     let lease = "partition-test";
-    delete_lease(&client, lease).await;
-    for i in 0..10 {
-        node(&client, &format!("pt-{i}"), "4", json!({})).await;
-    }
-    let cfg = config(tmp.path(), lease, Some(("4s", "3s", "500ms")));
+    let Start {
+        _serial,
+        client,
+        tmp,
+        cfg,
+    } = start(lease, "pt", 10, SHORT).await;
     let (pa, pb) = (
         FaultProxy::start(&env().servers, &apiserver_url()).await,
         FaultProxy::start(&env().servers, &apiserver_url()).await,
