@@ -19,7 +19,7 @@ macro_rules! registry {
 const REGISTRY: &[(&str, &str, &str)] = include!("engine/src/framework/registry_table.rs");
 
 /// Plugin crates built for the tests only (not embedded).
-const TEST_PLUGINS: &[&str] = &["chaos", "gang-quota"];
+const TEST_PLUGINS: &[&str] = &["chaos", "gang-quota", "compat-0-3"];
 
 /// (crate name, embedded in the binary): the registry's wasm plugins,
 /// then the test plugins.

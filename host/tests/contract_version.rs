@@ -4,7 +4,8 @@
 //! versions, by the library and by `plugin check`; one built against this
 //! version loads. (Components built against 0.1.x load and behave the
 //! same: `languages.rs` runs the C, Python and JavaScript examples, which
-//! are built against 0.1.0.)
+//! are built against 0.1.0; `go_sdk.rs` Go components of 0.2.0;
+//! `contract_history.rs` a component of 0.3.0.)
 
 mod common;
 
@@ -29,7 +30,7 @@ fn built_against(version: &str) -> Vec<u8> {
 
 #[test]
 fn older_and_newer_contracts_are_refused_naming_both_versions() {
-    for version in ["0.0.9", "0.4.0", "1.0.0"] {
+    for version in ["0.0.9", "0.5.0", "1.0.0"] {
         let err = PluginModule::compile(&built_against(version))
             .err()
             .unwrap_or_else(|| panic!("a {version} component must be refused"));
@@ -42,7 +43,7 @@ fn older_and_newer_contracts_are_refused_naming_both_versions() {
         assert_eq!(
             err.to_string(),
             format!(
-                "was built against contract wasmsched:plugin@{version}, this host implements wasmsched:plugin@{CONTRACT_VERSION} (and runs components of wasmsched:plugin 0.1.x and 0.2.x)"
+                "was built against contract wasmsched:plugin@{version}, this host implements wasmsched:plugin@{CONTRACT_VERSION} (and runs components of wasmsched:plugin 0.1.x, 0.2.x and 0.3.x)"
             )
         );
     }

@@ -372,6 +372,10 @@ fn wrong_contract() -> Vec<u8> {
 
 #[test]
 fn bad_versions_are_rejected_and_the_old_policy_keeps_working() {
+    let wrong_version = format!(
+        "was built against contract wasmsched:plugin@0.9.0, this host implements wasmsched:plugin@{}",
+        wasm::CONTRACT_VERSION
+    );
     let (r1, _) = references();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("policy.wasm");
@@ -406,7 +410,7 @@ fn bad_versions_are_rejected_and_the_old_policy_keeps_working() {
             "wrong contract",
             wrong_contract(),
             Stage::Compile,
-            "was built against contract wasmsched:plugin@0.9.0, this host implements wasmsched:plugin@0.3.0",
+            wrong_version.as_str(),
         ),
         (
             "empty component",

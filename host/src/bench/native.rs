@@ -20,10 +20,32 @@ use crate::framework::{
     Snapshot,
 };
 use crate::model::Pod;
-use crate::wasm::interests::Interests;
+use crate::wasm::interests::{Interests, KeySelector};
 
 mod sdk_convert {
     crate::wit_conversions!(wasmsched_plugin_sdk::types);
+}
+
+/// What the wasm host would send a built-in: every key (natively there is
+/// no copy to save), and only the node metrics it declared.
+fn interests<P: Plugin>() -> Interests {
+    Interests {
+        metrics: Some(KeySelector::from_names(runtime::metric_interests::<P>())),
+        ..Interests::default()
+    }
+}
+
+/// Hands the calls to the plugin as the wasm host would.
+fn feed<P: Plugin>(batches: Vec<sdk_convert::Batch>) {
+    for batch in batches {
+        match batch {
+            sdk_convert::Batch::Apply(deltas) => runtime::apply::<P>(deltas),
+            sdk_convert::Batch::Metrics(nodes) => runtime::set_metrics::<P>(nodes),
+            sdk_convert::Batch::Values(nodes, values) => {
+                runtime::set_metric_values::<P>(&nodes, &values)
+            }
+        }
+    }
 }
 
 #[derive(Default)]
@@ -62,14 +84,12 @@ impl<P: Plugin> Native<P> {
             let generation = snapshot.generation();
             if sync.applied != Some(generation) {
                 match sync.applied.and_then(|a| snapshot.changes_since(a)) {
-                    Some(changes) => {
-                        runtime::apply::<P>(sdk_convert::deltas(changes, &Interests::default()))
-                    }
+                    Some(changes) => feed::<P>(sdk_convert::deltas(changes, &interests::<P>())),
                     None => {
                         runtime::init::<P>("{}")?;
-                        runtime::apply::<P>(sdk_convert::deltas(
+                        feed::<P>(sdk_convert::deltas(
                             &snapshot.as_changes(),
-                            &Interests::default(),
+                            &interests::<P>(),
                         ));
                     }
                 }

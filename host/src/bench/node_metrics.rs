@@ -4,8 +4,10 @@
 //! `DCGM_FI_DEV_FB_FREE`: each node's mean and each GPU's `METRIC/UUID`,
 //! 18 values), and every N
 //! measured pods all of them change, as after a pass of the source: one
-//! `NodeSet` change per node, which every plugin instance applies at its
-//! next cycle (BENCHMARKS.md, "Node metrics").
+//! `NodeMetrics` change per node, which every plugin instance applies at
+//! its next cycle (BENCHMARKS.md, "Node metrics").
+
+use std::time::{Duration, Instant};
 
 use crate::framework::Snapshot;
 use crate::node_metrics::config::DEFAULT_QUERIES;
@@ -43,16 +45,18 @@ pub fn metrics_of(index: u32, pass: usize) -> Vec<(String, f64)> {
 }
 
 /// Sets every node's metrics to those of `pass` (one change per node).
-pub fn refresh(snapshot: &mut Snapshot, pass: usize) {
-    let nodes: Vec<crate::model::Node> = snapshot
+/// Returns how long making up the values took (the source's work, done on
+/// its own task, not the scheduling loop's): the caller leaves it out of
+/// the measured time.
+pub fn refresh(snapshot: &mut Snapshot, pass: usize) -> Duration {
+    let made = Instant::now();
+    let nodes: Vec<(String, Vec<(String, f64)>)> = snapshot
         .nodes()
-        .map(|info| {
-            let mut n = (*info.node).clone();
-            n.metrics = metrics_of(info.index, pass);
-            n
-        })
+        .map(|info| (info.node.name.clone(), metrics_of(info.index, pass)))
         .collect();
-    for n in nodes {
-        snapshot.set_node(n);
+    let made = made.elapsed();
+    for (name, metrics) in nodes {
+        snapshot.set_node_metrics(&name, metrics);
     }
+    made
 }

@@ -36,8 +36,19 @@ pub mod v0_2 {
     });
 }
 
+/// `wasmsched:plugin@0.3.0`: 0.2 plus device-rank.
+pub mod v0_3 {
+    wasmtime::component::bindgen!({
+        world: "plugin",
+        path: "../wit/history/0.3.0",
+        with: {
+            "wasmsched:plugin/types@0.3.0": super::current::wasmsched::plugin::types,
+        },
+    });
+}
+
 pub use current::exports::wasmsched::plugin::{
-    deletion_cost, device_rank, filter, interests, lifecycle, normalize_score, permit, post_filter,
-    pre_bind, reserve, score,
+    deletion_cost, device_rank, filter, interests, lifecycle, metric_interests, normalize_score,
+    permit, post_filter, pre_bind, reserve, score,
 };
 pub use current::wasmsched::plugin::types;

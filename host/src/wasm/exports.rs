@@ -6,7 +6,7 @@
 use wasmtime::component::{Instance, InstancePre};
 use wasmtime::Store;
 
-use super::bindings::{current, types as wit, v0_1, v0_2};
+use super::bindings::{current, types as wit, v0_1, v0_2, v0_3};
 use super::state::HostState;
 
 /// The contract minor a component was built against.
@@ -14,6 +14,7 @@ use super::state::HostState;
 pub enum Minor {
     V0_1,
     V0_2,
+    V0_3,
     Current,
 }
 
@@ -29,6 +30,7 @@ pub struct Exports {
     pub permit: bool,
     pub pre_bind: bool,
     pub device_rank: bool,
+    pub metric_interests: bool,
     pub deletion_cost: bool,
 }
 
@@ -45,6 +47,7 @@ impl std::fmt::Display for Exports {
             (self.permit, "permit"),
             (self.pre_bind, "pre-bind"),
             (self.device_rank, "device-rank"),
+            (self.metric_interests, "metric-interests"),
             (self.deletion_cost, "deletion-cost"),
         ];
         let list: Vec<&str> = names.iter().filter(|(b, _)| *b).map(|(_, n)| *n).collect();
@@ -89,17 +92,18 @@ macro_rules! versioned {
     };
 }
 
-versioned!(Lifecycle, LifecycleIx, lifecycle, [V0_1 => v0_1, V0_2 => v0_2, Current => current]);
-versioned!(Filter, FilterIx, filter, [V0_1 => v0_1, V0_2 => v0_2, Current => current]);
-versioned!(Score, ScoreIx, score, [V0_1 => v0_1, V0_2 => v0_2, Current => current]);
-versioned!(Normalize, NormalizeIx, normalize_score, [V0_1 => v0_1, V0_2 => v0_2, Current => current]);
-versioned!(DeletionCost, DeletionCostIx, deletion_cost, [V0_1 => v0_1, V0_2 => v0_2, Current => current]);
-versioned!(Interests, InterestsIx, interests, [V0_2 => v0_2, Current => current]);
-versioned!(PostFilter, PostFilterIx, post_filter, [V0_2 => v0_2, Current => current]);
-versioned!(Reserve, ReserveIx, reserve, [V0_2 => v0_2, Current => current]);
-versioned!(Permit, PermitIx, permit, [V0_2 => v0_2, Current => current]);
-versioned!(PreBind, PreBindIx, pre_bind, [V0_2 => v0_2, Current => current]);
-versioned!(DeviceRank, DeviceRankIx, device_rank, [Current => current]);
+versioned!(Lifecycle, LifecycleIx, lifecycle, [V0_1 => v0_1, V0_2 => v0_2, V0_3 => v0_3, Current => current]);
+versioned!(Filter, FilterIx, filter, [V0_1 => v0_1, V0_2 => v0_2, V0_3 => v0_3, Current => current]);
+versioned!(Score, ScoreIx, score, [V0_1 => v0_1, V0_2 => v0_2, V0_3 => v0_3, Current => current]);
+versioned!(Normalize, NormalizeIx, normalize_score, [V0_1 => v0_1, V0_2 => v0_2, V0_3 => v0_3, Current => current]);
+versioned!(DeletionCost, DeletionCostIx, deletion_cost, [V0_1 => v0_1, V0_2 => v0_2, V0_3 => v0_3, Current => current]);
+versioned!(Interests, InterestsIx, interests, [V0_2 => v0_2, V0_3 => v0_3, Current => current]);
+versioned!(PostFilter, PostFilterIx, post_filter, [V0_2 => v0_2, V0_3 => v0_3, Current => current]);
+versioned!(Reserve, ReserveIx, reserve, [V0_2 => v0_2, V0_3 => v0_3, Current => current]);
+versioned!(Permit, PermitIx, permit, [V0_2 => v0_2, V0_3 => v0_3, Current => current]);
+versioned!(PreBind, PreBindIx, pre_bind, [V0_2 => v0_2, V0_3 => v0_3, Current => current]);
+versioned!(DeviceRank, DeviceRankIx, device_rank, [V0_3 => v0_3, Current => current]);
+versioned!(MetricInterests, MetricInterestsIx, metric_interests, [Current => current]);
 
 /// Forwards a call to whichever generation `$self` holds.
 macro_rules! forward {
@@ -107,6 +111,7 @@ macro_rules! forward {
         match $self {
             Self::V0_1($g) => $call,
             Self::V0_2($g) => $call,
+            Self::V0_3($g) => $call,
             Self::Current($g) => $call,
         }
     };
@@ -117,6 +122,7 @@ macro_rules! forward2 {
     ($self:expr, $g:ident => $call:expr) => {
         match $self {
             Self::V0_2($g) => $call,
+            Self::V0_3($g) => $call,
             Self::Current($g) => $call,
         }
     };
@@ -187,7 +193,37 @@ impl DeviceRank {
         sets: &[wit::DeviceSet],
     ) -> wasmtime::Result<Vec<u8>> {
         match self {
+            Self::V0_3(g) => g.call_rank_devices(s, node, devices, requests, sets),
             Self::Current(g) => g.call_rank_devices(s, node, devices, requests, sets),
+        }
+    }
+}
+
+impl MetricInterests {
+    pub fn metric_interests(&self, s: &mut Store<HostState>) -> wasmtime::Result<Vec<String>> {
+        match self {
+            Self::Current(g) => g.call_metric_interests(s),
+        }
+    }
+
+    pub fn set_metrics(
+        &self,
+        s: &mut Store<HostState>,
+        nodes: &[(u32, Vec<(String, f64)>)],
+    ) -> wasmtime::Result<()> {
+        match self {
+            Self::Current(g) => g.call_set_metrics(s, nodes),
+        }
+    }
+
+    pub fn set_metric_values(
+        &self,
+        s: &mut Store<HostState>,
+        nodes: &[(u32, u32)],
+        values: &[f64],
+    ) -> wasmtime::Result<()> {
+        match self {
+            Self::Current(g) => g.call_set_metric_values(s, nodes, values),
         }
     }
 }
@@ -274,6 +310,7 @@ pub(crate) struct Indices {
     permit: Option<PermitIx>,
     pre_bind: Option<PreBindIx>,
     device_rank: Option<DeviceRankIx>,
+    metric_interests: Option<MetricInterestsIx>,
     deletion_cost: Option<DeletionCostIx>,
 }
 
@@ -289,6 +326,7 @@ pub(crate) struct Funcs {
     pub permit: Option<Permit>,
     pub pre_bind: Option<PreBind>,
     pub device_rank: Option<DeviceRank>,
+    pub metric_interests: Option<MetricInterests>,
     pub deletion_cost: Option<DeletionCost>,
 }
 
@@ -308,6 +346,7 @@ impl Indices {
             permit: PermitIx::new(pre, minor),
             pre_bind: PreBindIx::new(pre, minor),
             device_rank: DeviceRankIx::new(pre, minor),
+            metric_interests: MetricInterestsIx::new(pre, minor),
             deletion_cost: DeletionCostIx::new(pre, minor),
         })
     }
@@ -323,6 +362,7 @@ impl Indices {
             permit: self.permit.is_some(),
             pre_bind: self.pre_bind.is_some(),
             device_rank: self.device_rank.is_some(),
+            metric_interests: self.metric_interests.is_some(),
             deletion_cost: self.deletion_cost.is_some(),
         }
     }
@@ -378,6 +418,11 @@ impl Indices {
                 .transpose()?,
             device_rank: self
                 .device_rank
+                .as_ref()
+                .map(|i| i.load(s, instance))
+                .transpose()?,
+            metric_interests: self
+                .metric_interests
                 .as_ref()
                 .map(|i| i.load(s, instance))
                 .transpose()?,

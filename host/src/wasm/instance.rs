@@ -6,10 +6,11 @@ use wasmtime::Store;
 use wasmtime_wasi::WasiCtxBuilder;
 
 use super::bindings::types as wit;
+use super::convert::Batch;
 use super::engine::{engine, ticks};
 use super::error::{FailureKind, PluginFailure};
 use super::exports::{Funcs, Minor};
-use super::interests::Interests;
+use super::interests::{Interests, KeySelector};
 use super::module::PluginModule;
 use super::output::{GuestOutput, PluginLog};
 use super::state::HostState;
@@ -126,16 +127,42 @@ impl Instance {
         result.map_err(|e| PluginFailure::from_wasmtime(&e, store.data().limiter.hit, deadline))
     }
 
+    /// `lifecycle.apply` with `deltas`, under the init deadline when
+    /// `full` (the whole cluster), else the call deadline.
     pub fn apply(&mut self, deltas: &[wit::Delta], full: bool) -> Result<(), PluginFailure> {
-        if deltas.is_empty() {
-            return Ok(());
-        }
+        self.apply_batches(&[Batch::Apply(deltas.to_vec())], full)
+    }
+
+    /// Brings the instance forward by `batches` (`convert::deltas`), each
+    /// call under the init deadline when `full` (the whole cluster), else
+    /// the call deadline.
+    pub(crate) fn apply_batches(
+        &mut self,
+        batches: &[Batch],
+        full: bool,
+    ) -> Result<(), PluginFailure> {
         let deadline = if full {
             self.limits.init_timeout
         } else {
             self.limits.call_timeout
         };
-        self.call(deadline, |s, i| i.lifecycle.apply(s, deltas))
+        for batch in batches {
+            match batch {
+                Batch::Apply(deltas) if deltas.is_empty() => {}
+                Batch::Apply(deltas) => self.call(deadline, |s, i| i.lifecycle.apply(s, deltas))?,
+                Batch::Metrics(nodes) => self.call(deadline, |s, i| match &i.metric_interests {
+                    Some(f) => f.set_metrics(s, nodes),
+                    None => Ok(()),
+                })?,
+                Batch::Values(nodes, values) => {
+                    self.call(deadline, |s, i| match &i.metric_interests {
+                        Some(f) => f.set_metric_values(s, nodes, values),
+                        None => Ok(()),
+                    })?
+                }
+            }
+        }
+        Ok(())
     }
 
     pub fn cycle_start(
@@ -198,14 +225,21 @@ impl Instance {
         .map_err(|m| PluginFailure::new(FailureKind::Plugin, m))
     }
 
-    /// The plugin's key interests (every key when it does not say).
+    /// The plugin's key interests (every key when it does not say) and
+    /// metric interests (`None` when it does not export them).
     fn key_interests(&mut self) -> Result<Interests, PluginFailure> {
         let t = self.limits.init_timeout;
         let declared = self.call(t, |s, i| match &i.interests {
             Some(f) => f.interests(s).map(Some),
             None => Ok(None),
         })?;
-        Ok(declared.map(Interests::from).unwrap_or_default())
+        let metrics = self.call(t, |s, i| match &i.metric_interests {
+            Some(f) => f.metric_interests(s).map(Some),
+            None => Ok(None),
+        })?;
+        let mut interests = declared.map(Interests::from).unwrap_or_default();
+        interests.metrics = metrics.map(KeySelector::from_names);
+        Ok(interests)
     }
 
     /// PostFilter advice on the candidates (`None` when not exported).
@@ -303,6 +337,7 @@ impl Instance {
         match self.funcs.lifecycle {
             super::exports::Lifecycle::V0_1(_) => Minor::V0_1,
             super::exports::Lifecycle::V0_2(_) => Minor::V0_2,
+            super::exports::Lifecycle::V0_3(_) => Minor::V0_3,
             super::exports::Lifecycle::Current(_) => Minor::Current,
         }
     }

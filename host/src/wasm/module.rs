@@ -37,7 +37,7 @@ pub enum LoadError {
     #[error("{0}")]
     Forbidden(String),
     #[error(
-        "was built against contract {found}, this host implements {PACKAGE}@{CONTRACT_VERSION} (and runs components of {PACKAGE} 0.1.x and 0.2.x)"
+        "was built against contract {found}, this host implements {PACKAGE}@{CONTRACT_VERSION} (and runs components of {PACKAGE} 0.1.x, 0.2.x and 0.3.x)"
     )]
     Version { found: String },
     #[error("does not implement the contract: {0}")]
@@ -216,6 +216,8 @@ pub fn minor_of(version: &str) -> Option<Minor> {
         Some(Minor::V0_1)
     } else if mm == "0.2" {
         Some(Minor::V0_2)
+    } else if mm == "0.3" {
+        Some(Minor::V0_3)
     } else {
         None
     }
@@ -264,6 +266,10 @@ fn linker() -> wasmtime::Result<Linker<HostState>> {
         |s| s,
     )?;
     super::bindings::v0_2::wasmsched::plugin::host::add_to_linker::<HostState, HasSelf<HostState>>(
+        &mut linker,
+        |s| s,
+    )?;
+    super::bindings::v0_3::wasmsched::plugin::host::add_to_linker::<HostState, HasSelf<HostState>>(
         &mut linker,
         |s| s,
     )?;

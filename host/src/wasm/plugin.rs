@@ -213,12 +213,12 @@ impl WasmPlugin {
         let inst = slot.as_mut().expect("instance was just ensured");
         if !inst.synced {
             let deltas = convert::deltas(&snapshot.as_changes(), &inst.interests);
-            inst.apply(&deltas, true)?;
+            inst.apply_batches(&deltas, true)?;
             inst.synced = true;
         } else if inst.applied != generation {
             let changes = snapshot.changes_since(inst.applied).unwrap_or_default();
             let deltas = convert::deltas(changes, &inst.interests);
-            inst.apply(&deltas, false)?;
+            inst.apply_batches(&deltas, false)?;
         }
         inst.applied = generation;
         self.stats

@@ -110,7 +110,7 @@ impl WasmPlugin {
     ) -> CallResult<Vec<Option<wit::Rejection>>> {
         let (forward, back) = (overlay.forward(), overlay.back());
         self.with_instance(ctx.snapshot, None, |inst| {
-            inst.apply(&convert::deltas(&forward, &inst.interests), false)?;
+            inst.apply_batches(&convert::deltas(&forward, &inst.interests), false)?;
             inst.cycle = None;
             let record = convert::pod(ctx.pod, &inst.interests);
             let out = match inst.cycle_start(&record)? {
@@ -118,7 +118,7 @@ impl WasmPlugin {
                 Ok(_) => Ok(inst.filter(nodes)?),
                 Err(reason) => Err(CallError::Refused(reason)),
             };
-            inst.apply(&convert::deltas(&back, &inst.interests), false)?;
+            inst.apply_batches(&convert::deltas(&back, &inst.interests), false)?;
             out
         })
     }

@@ -13,7 +13,9 @@
 //!   complement; with `origin` 50. A set whose devices carry no group
 //!   attribute packs at 50;
 //! - rank = `(2 * locality + packing) / 3` for several devices, `packing`
-//!   for one.
+//!   for one;
+//! - then, among sets of equal rank, the idle GPUs first ([`prefer_idle`]:
+//!   per-GPU utilization from the node's `METRIC/UUID` metrics).
 
 use wasmsched_plugin_sdk::types::{Device, DeviceSet};
 
@@ -72,6 +74,59 @@ impl Grouping {
             g.of.push(Some(i as u32));
         }
         g
+    }
+}
+
+/// Device attributes that name the GPU a DRA device is (NVIDIA's DRA
+/// driver: a GPU's `uuid`, a MIG partition's `parentUUID`), so its node
+/// metrics `METRIC/UUID` can be found.
+pub const UUID_ATTRIBUTES: [&str; 2] = ["gpu.nvidia.com/uuid", "gpu.nvidia.com/parentUUID"];
+
+/// The most a set's rank is lowered for busy GPUs (rank points), so that
+/// utilization only orders sets of equal rank.
+pub const MAX_IDLE_TIEBREAK: i64 = 10;
+
+/// The GPU UUID a device carries, if any.
+pub fn uuid(d: &Device) -> Option<&str> {
+    UUID_ATTRIBUTES.iter().find_map(|a| attr(d, a))
+}
+
+/// Among sets of equal rank, prefers the idle GPUs: each set's rank is
+/// lowered by `room * busy / 100`, where `busy` is the mean utilization
+/// (percent) of its devices whose utilization `util` knows (`unknown`
+/// when it knows none) and `room` the rank points between its rank and the
+/// next lower rank of any set, less one (at most [`MAX_IDLE_TIEBREAK`]),
+/// so no set passes one of a lower rank.
+pub fn prefer_idle(
+    ranks: &mut [u8],
+    sets: &[DeviceSet],
+    devices: &[Device],
+    unknown: u32,
+    util: impl Fn(&Device) -> Option<u32>,
+) {
+    let mut distinct: Vec<i64> = ranks.iter().map(|&r| i64::from(r)).collect();
+    distinct.sort_unstable_by(|a, b| b.cmp(a));
+    distinct.dedup();
+    let base: Vec<u8> = ranks.to_vec();
+    for (rank, (set, &b)) in ranks.iter_mut().zip(sets.iter().zip(&base)) {
+        let b = i64::from(b);
+        let lower = distinct.iter().copied().find(|&r| r < b).unwrap_or(-1);
+        let room = (b - lower - 1).clamp(0, MAX_IDLE_TIEBREAK);
+        if room == 0 {
+            continue;
+        }
+        let known: Vec<i64> = set
+            .devices
+            .iter()
+            .filter_map(|&i| devices.get(i as usize))
+            .filter_map(&util)
+            .map(|u| i64::from(u.min(100)))
+            .collect();
+        let busy = match known.len() {
+            0 => i64::from(unknown.min(100)),
+            n => known.iter().sum::<i64>() / n as i64,
+        };
+        *rank = (b - (room * busy + 50) / 100) as u8;
     }
 }
 
@@ -147,6 +202,40 @@ fn rank_one(groupings: &[Grouping], policy: Policy, devices: &[Device], set: &De
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn idle_gpus_win_among_sets_of_equal_rank_and_never_pass_a_better_set() {
+        let mut devices: Vec<Device> = (0..4)
+            .map(|i| gpu(&format!("gpu-{i}"), "pci0", false))
+            .collect();
+        for (i, d) in devices.iter_mut().enumerate() {
+            d.attributes
+                .push(("gpu.nvidia.com/uuid".into(), format!("GPU-{i}")));
+        }
+        let util = |d: &Device| match uuid(d) {
+            Some("GPU-0") => Some(90),
+            Some("GPU-1") => Some(10),
+            Some("GPU-2") => Some(0),
+            _ => None,
+        };
+        let sets = [set(&[0]), set(&[1]), set(&[2]), set(&[3])];
+        // Equal ranks: the idle GPU wins, the busy one loses, the unknown
+        // one counts as `unknown` percent.
+        let mut ranks = vec![50, 50, 50, 50];
+        prefer_idle(&mut ranks, &sets, &devices, 50, util);
+        assert_eq!(ranks, [41, 49, 50, 45]);
+        // A better rank stays better however busy; the room is the gap to
+        // the next lower rank.
+        let mut ranks = vec![52, 51, 50, 50];
+        prefer_idle(&mut ranks, &sets, &devices, 50, util);
+        assert_eq!(ranks, [52, 51, 50, 45]);
+        assert!(ranks[0] > ranks[1] && ranks[1] > ranks[2]);
+        // A device with a parent GPU (MIG) is found by its parent's UUID.
+        let mut mig = gpu("mig-0", "pci0", false);
+        mig.attributes
+            .push(("gpu.nvidia.com/parentUUID".into(), "GPU-7".into()));
+        assert_eq!(uuid(&mig), Some("GPU-7"));
+    }
 
     fn gpu(name: &str, root: &str, allocated: bool) -> Device {
         Device {

@@ -111,6 +111,14 @@ impl Facts {
         }
     }
 
+    /// A node's metrics changed and nothing else: its utilization is read
+    /// again (labels, topology and slots stay).
+    pub fn metrics_changed(&mut self, index: u32, node: &Node, cfg: &Config) {
+        if let Some(Some(e)) = self.nodes.get_mut(index as usize) {
+            e.facts.utilization = gpus::utilization_pct(node, cfg);
+        }
+    }
+
     fn forget_slots(&mut self, node: u32) {
         if let Some(Some(e)) = self.nodes.get_mut(node as usize) {
             *e.slots.get_mut() = None;

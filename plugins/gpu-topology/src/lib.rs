@@ -29,7 +29,8 @@ use facts::{Facts, Gpus, NodeFacts};
 
 use wasmsched_plugin_sdk::types::{CyclePlan, Delta, KeyInterests, KeySelector, Pod, PodPatch};
 use wasmsched_plugin_sdk::{
-    export_plugin, reject, reject_unresolvable, Cluster, NodeState, Plugin, PodExt, Rejection,
+    export_plugin, reject, reject_unresolvable, Cluster, NodeExt, NodeState, Plugin, PodExt,
+    Rejection,
 };
 
 /// The extended resource and the node labels and annotation the SDK's
@@ -409,6 +410,27 @@ impl Plugin for GpuTopology {
         interests(&self.cfg)
     }
 
+    /// The node's utilization and each GPU's (`METRIC/UUID`) and free
+    /// framebuffer memory per GPU.
+    fn metric_interests(&self) -> Vec<String> {
+        vec![
+            self.cfg.utilization_metric.clone(),
+            format!("{}/*", self.cfg.utilization_metric),
+            format!("{}/*", self.cfg.free_memory_metric),
+        ]
+    }
+
+    fn metrics_changed(&self, node: &NodeState, _cluster: &Cluster) {
+        let live = hami::LiveMetrics {
+            utilization: &self.cfg.utilization_metric,
+            free_memory: &self.cfg.free_memory_metric,
+        };
+        self.hami.metrics_changed(node.index, &node.node, live);
+        self.facts
+            .borrow_mut()
+            .metrics_changed(node.index, &node.node, &self.cfg);
+    }
+
     /// DRA device sets ranked by [`dra::rank`], under the pod's policy
     /// (its `gpu.nvidia.com/policy` annotation, else the configured one).
     #[allow(clippy::too_many_arguments)]
@@ -416,7 +438,7 @@ impl Plugin for GpuTopology {
         &self,
         cycle: &Cycle,
         pod: &Pod,
-        _node: &NodeState,
+        node: &NodeState,
         devices: &[wasmsched_plugin_sdk::types::Device],
         _requests: &[String],
         sets: &[wasmsched_plugin_sdk::types::DeviceSet],
@@ -429,7 +451,20 @@ impl Plugin for GpuTopology {
                 .and_then(Policy::parse)
                 .unwrap_or(self.cfg.policy),
         };
-        Ok(dra::rank(&self.cfg, policy, devices, sets))
+        let mut ranks = dra::rank(&self.cfg, policy, devices, sets);
+        if !node.node.metrics.is_empty() {
+            let metric = &self.cfg.utilization_metric;
+            let util = |d: &wasmsched_plugin_sdk::types::Device| {
+                let uuid = dra::uuid(d)?;
+                node.node
+                    .metric(&format!("{metric}/{uuid}"))
+                    .filter(|v| v.is_finite() && *v >= 0.0)
+                    .map(|v| v.min(100.0).round() as u32)
+            };
+            let unknown = self.cfg.unknown_utilization_pct;
+            dra::prefer_idle(&mut ranks, sets, devices, unknown, util);
+        }
+        Ok(ranks)
     }
 
     fn filter(
@@ -549,7 +584,7 @@ fn interests(cfg: &Config) -> KeyInterests {
     }
 }
 
-export_plugin!(GpuTopology: filter, score, post_filter, reserve, pre_bind, device_rank, interests);
+export_plugin!(GpuTopology: filter, score, post_filter, reserve, pre_bind, device_rank, interests, metric_interests);
 
 #[cfg(test)]
 mod tests;

@@ -235,6 +235,11 @@ impl Plugin for NetworkLocality {
         interests()
     }
 
+    /// No node metric: passes of the node-metrics source never reach it.
+    fn metric_interests(&self) -> Vec<String> {
+        Vec::new()
+    }
+
     fn init(args: &str) -> Result<Self, String> {
         Ok(Self {
             model: parse_args(args)?,
@@ -511,4 +516,4 @@ fn interests() -> KeyInterests {
     }
 }
 
-export_plugin!(NetworkLocality: filter, score, interests);
+export_plugin!(NetworkLocality: filter, score, interests, metric_interests);

@@ -114,6 +114,33 @@ impl Cluster {
         }
     }
 
+    /// Replaces the metrics of the node at `index`; false when there is
+    /// no such node.
+    pub fn set_metrics(&mut self, index: u32, metrics: Vec<(String, f64)>) -> bool {
+        match self.nodes.get_mut(index as usize) {
+            Some(Some(state)) => {
+                state.node.metrics = metrics;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// New values for the metrics of the node at `index`, one per metric
+    /// it has, in order (extra values are ignored, missing ones leave the
+    /// old value); false when there is no such node.
+    pub fn set_metric_values(&mut self, index: u32, values: &[f64]) -> bool {
+        match self.nodes.get_mut(index as usize) {
+            Some(Some(state)) => {
+                for ((_, v), new) in state.node.metrics.iter_mut().zip(values) {
+                    *v = *new;
+                }
+                true
+            }
+            _ => false,
+        }
+    }
+
     fn remove_pod(&mut self, uid: &str) {
         if let Some(i) = self.pod_node.remove(uid) {
             if let Some(Some(state)) = self.nodes.get_mut(i as usize) {

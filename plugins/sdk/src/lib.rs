@@ -256,6 +256,22 @@ pub trait Plugin: Sized + 'static {
         Ok(Vec::new())
     }
 
+    /// The node metrics the plugin reads (contract 0.4 `metric-interests`,
+    /// exported with `metric_interests` in [`export_plugin!`]): names, a
+    /// trailing `*` for every name with that prefix. The host then sends
+    /// only these, and a change of a node's metrics alone (a pass of the
+    /// node-metrics source) arrives through [`Plugin::metrics_changed`]
+    /// instead of as a whole node. The default reads none.
+    fn metric_interests(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// A node's metrics changed and nothing else; `node.node.metrics`
+    /// already holds the new values (those of [`Plugin::metric_interests`]).
+    /// For a plugin that keeps what it derives from a node (the default
+    /// keeps nothing).
+    fn metrics_changed(&self, _node: &NodeState, _cluster: &Cluster) {}
+
     /// The pod-deletion-cost for a pod, or `None` for no opinion.
     fn deletion_cost(
         &self,
@@ -280,7 +296,10 @@ pub trait Plugin: Sized + 'static {
 /// [`Plugin::post_filter`]), `export_plugin!(T: filter, score, post_filter,
 /// reserve, pre_bind, interests)`, and the same with `device_rank` before
 /// `interests` (adds device ranking for Dynamic Resource Allocation,
-/// [`Plugin::rank_devices`]: the GpuTopology built-in's set).
+/// [`Plugin::rank_devices`]). Appending `metric_interests` to
+/// `filter, score, interests` or to that last set declares the node
+/// metrics read ([`Plugin::metric_interests`], contract 0.4): the
+/// NetworkLocality and GpuTopology built-ins' sets.
 #[macro_export]
 macro_rules! export_plugin {
     ($plugin:ty: filter) => {
@@ -344,6 +363,30 @@ macro_rules! export_plugin {
                 pre_bind,
                 device_rank,
                 interests
+            ]
+        );
+    };
+    ($plugin:ty: filter, score, interests, metric_interests) => {
+        $crate::__export_world!(
+            $plugin,
+            "filter-score-interests-metricinterests-plugin",
+            [filter, score, normalize, interests, metric_interests]
+        );
+    };
+    ($plugin:ty: filter, score, post_filter, reserve, pre_bind, device_rank, interests, metric_interests) => {
+        $crate::__export_world!(
+            $plugin,
+            "gpu-topology-plugin",
+            [
+                filter,
+                score,
+                normalize,
+                post_filter,
+                reserve,
+                pre_bind,
+                device_rank,
+                interests,
+                metric_interests
             ]
         );
     };
@@ -443,6 +486,19 @@ macro_rules! __export_point {
         impl exports::wasmsched::plugin::interests::Guest for Export {
             fn interests() -> $crate::types::KeyInterests {
                 $crate::runtime::interests::<P>()
+            }
+        }
+    };
+    (metric_interests) => {
+        impl exports::wasmsched::plugin::metric_interests::Guest for Export {
+            fn metric_interests() -> Vec<String> {
+                $crate::runtime::metric_interests::<P>()
+            }
+            fn set_metrics(nodes: Vec<(u32, Vec<(String, f64)>)>) {
+                $crate::runtime::set_metrics::<P>(nodes)
+            }
+            fn set_metric_values(nodes: Vec<(u32, u32)>, values: Vec<f64>) {
+                $crate::runtime::set_metric_values::<P>(&nodes, &values)
             }
         }
     };

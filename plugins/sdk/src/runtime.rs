@@ -241,3 +241,51 @@ pub fn interests<P: Plugin>() -> KeyInterests {
         node_annotations: crate::types::KeySelector::All,
     })
 }
+
+/// `metric-interests.metric-interests`: the node metrics the plugin reads
+/// (none before `init`).
+pub fn metric_interests<P: Plugin>() -> Vec<String> {
+    with_plugin::<P, _>(|plugin, _, _| Ok(plugin.metric_interests())).unwrap_or_default()
+}
+
+/// `metric-interests.set-metrics`: replaces each node's metrics, then tells
+/// the plugin ([`Plugin::metrics_changed`]).
+pub fn set_metrics<P: Plugin>(nodes: Vec<(u32, Vec<(String, f64)>)>) {
+    with_state::<P, _>(|s| {
+        let State {
+            plugin, cluster, ..
+        } = s;
+        let plugin = plugin.as_ref().and_then(|p| p.downcast_ref::<P>());
+        for (index, metrics) in nodes {
+            if !cluster.set_metrics(index, metrics) {
+                continue;
+            }
+            if let (Some(p), Some(node)) = (plugin, cluster.node(index)) {
+                p.metrics_changed(node, cluster);
+            }
+        }
+    })
+}
+
+/// `metric-interests.set-metric-values`: new values for each node's
+/// metrics (`count` of them, taken in turn from `values`), names
+/// unchanged, then tells the plugin ([`Plugin::metrics_changed`]).
+pub fn set_metric_values<P: Plugin>(nodes: &[(u32, u32)], values: &[f64]) {
+    with_state::<P, _>(|s| {
+        let State {
+            plugin, cluster, ..
+        } = s;
+        let plugin = plugin.as_ref().and_then(|p| p.downcast_ref::<P>());
+        let mut rest = values;
+        for &(index, count) in nodes {
+            let (mine, after) = rest.split_at((count as usize).min(rest.len()));
+            rest = after;
+            if !cluster.set_metric_values(index, mine) {
+                continue;
+            }
+            if let (Some(p), Some(node)) = (plugin, cluster.node(index)) {
+                p.metrics_changed(node, cluster);
+            }
+        }
+    })
+}

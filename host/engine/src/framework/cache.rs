@@ -67,10 +67,7 @@ impl Cache {
 
     /// Adds or updates a node. Returns false when nothing that matters for
     /// scheduling changed (a status heartbeat).
-    pub fn node_applied(&mut self, mut node: Node, now_ms: u64) -> bool {
-        if let Some(m) = self.node_metrics.get(&node.name) {
-            node.metrics = m.clone();
-        }
+    pub fn node_applied(&mut self, node: Node, now_ms: u64) -> bool {
         let existing = self.snapshot.by_name(&node.name).map(|i| i.node.clone());
         if existing.as_deref() == Some(&node) {
             return false;
@@ -78,6 +75,9 @@ impl Cache {
         let name = node.name.clone();
         let index = self.snapshot.set_node(node);
         if existing.is_none() {
+            if let Some(m) = self.node_metrics.get(&name) {
+                self.snapshot.set_node_metrics(&name, m.clone());
+            }
             // Pods the watch reported bound before their node arrived.
             let pods: Vec<Arc<Pod>> = self
                 .bound
@@ -96,7 +96,8 @@ impl Cache {
     /// Replaces the live metrics of every node (`Node::metrics`, each list
     /// sorted by name): nodes absent from `metrics` have none. Only the
     /// nodes whose metrics changed are set again in the snapshot (one
-    /// `NodeSet` change each, so plugins get deltas). No pod is requeued:
+    /// `NodeMetrics` change each, so plugins get deltas of what they read).
+    /// No pod is requeued:
     /// metrics change scores, not whether a pod fits. Returns how many
     /// nodes changed.
     pub fn replace_node_metrics(&mut self, metrics: HashMap<String, Vec<(String, f64)>>) -> usize {
@@ -113,12 +114,10 @@ impl Cache {
             let Some(info) = self.snapshot.by_name(name) else {
                 continue;
             };
-            if info.node.metrics == want {
+            if info.metrics == want[..] {
                 continue;
             }
-            let mut node = (*info.node).clone();
-            node.metrics = want;
-            self.snapshot.set_node(node);
+            self.snapshot.set_node_metrics(name, want);
             changed += 1;
         }
         changed
@@ -470,7 +469,10 @@ mod tests {
         let n1_at = |v: f64| HashMap::from([("n1".to_string(), util(v))]);
         assert_eq!(c.replace_node_metrics(n1_at(40.0)), 1);
         assert_eq!(c.snapshot.generation(), generation + 1);
-        assert_eq!(c.snapshot.by_name("n1").unwrap().node.metrics, util(40.0));
+        assert_eq!(
+            c.snapshot.by_name("n1").unwrap().metrics.to_vec(),
+            util(40.0)
+        );
         // Unchanged: no change logged. Unknown nodes are kept for later.
         let mut same = n1_at(40.0);
         same.insert("n2".into(), util(5.0));
@@ -480,9 +482,12 @@ mod tests {
         let n1 = N::new("n1").alloc(&[("cpu", "4"), ("pods", "10")]).build();
         assert!(!c.node_applied(n1, 0));
         c.node_applied(N::new("n2").alloc(&[("cpu", "1")]).build(), 0);
-        assert_eq!(c.snapshot.by_name("n2").unwrap().node.metrics, util(5.0));
+        assert_eq!(
+            c.snapshot.by_name("n2").unwrap().metrics.to_vec(),
+            util(5.0)
+        );
         assert_eq!(c.replace_node_metrics(HashMap::new()), 2);
-        assert!(c.snapshot.by_name("n1").unwrap().node.metrics.is_empty());
+        assert!(c.snapshot.by_name("n1").unwrap().metrics.is_empty());
     }
 
     /// Upstream's SchedulingGates: a gated pod is held, never popped,

@@ -17,6 +17,7 @@ pub mod explain;
 pub mod fit_error;
 pub mod handle;
 pub mod interface;
+pub mod metric_values;
 pub mod node_info;
 pub mod nominated;
 pub mod nominator;
@@ -52,6 +53,7 @@ pub use interface::{
     PreFilterPlugin, PreScorePlugin, QueueSortPlugin, Rejection, ReservePlugin, SchedulingError,
     ScorePlugin, SortKey, MAX_NODE_SCORE,
 };
+pub use metric_values::MetricValues;
 pub use node_info::{Change, NodeInfo, Snapshot};
 pub use profile::{PluginBundle, Point, Profile, WeightedScore};
 pub use timings::TimingSink;

@@ -3,6 +3,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
+use super::metric_values::MetricValues;
 use super::volumes::VolumeStore;
 use crate::model::pod::HostPort;
 use crate::model::{Node, Pod, Resources};
@@ -14,6 +15,8 @@ pub struct NodeInfo {
     /// The node's slot in the snapshot; also the `node-index` plugins see.
     pub index: u32,
     pub node: Arc<Node>,
+    /// The node's live metrics (empty without a node-metrics source).
+    pub metrics: MetricValues,
     pub pods: Vec<Arc<Pod>>,
     /// Sum of the placed pods' effective requests.
     pub requested: Resources,
@@ -35,6 +38,7 @@ impl NodeInfo {
         Self {
             index,
             node,
+            metrics: MetricValues::default(),
             pods: Vec::new(),
             requested: Resources::default(),
             non_zero_milli_cpu: 0,
@@ -86,7 +90,19 @@ impl NodeInfo {
 /// hold their own copy of the cluster) can catch up by deltas.
 #[derive(Debug, Clone)]
 pub enum Change {
-    NodeSet(u32, Arc<Node>),
+    /// The node, with its metrics.
+    NodeSet(u32, Arc<Node>, MetricValues),
+    /// The node's metrics changed and nothing else (a node-metrics
+    /// source's pass): the node as it is now, its new metrics, and whether
+    /// their names are those it had, in the same order (only values
+    /// changed). A plugin that declared its metric interests gets only
+    /// those values; others get a whole node.
+    NodeMetrics {
+        index: u32,
+        node: Arc<Node>,
+        metrics: MetricValues,
+        same_names: bool,
+    },
     NodeRemove(u32),
     PodAdd(u32, Arc<Pod>),
     PodRemove(u32, String),
@@ -157,7 +173,11 @@ impl Snapshot {
     pub fn as_changes(&self) -> Vec<Change> {
         let mut out = Vec::with_capacity(self.by_name.len() + self.pod_node.len());
         for info in self.nodes() {
-            out.push(Change::NodeSet(info.index, info.node.clone()));
+            out.push(Change::NodeSet(
+                info.index,
+                info.node.clone(),
+                info.metrics.clone(),
+            ));
         }
         for info in self.nodes() {
             for p in &info.pods {
@@ -222,16 +242,19 @@ impl Snapshot {
         self.index_of(name).and_then(|i| self.get(i))
     }
 
-    /// Adds or replaces a node, keeping its pods. Returns its index.
+    /// Adds or replaces a node, keeping its pods and metrics. Returns its
+    /// index.
     pub fn set_node(&mut self, node: Node) -> u32 {
         let node = Arc::new(node);
         if let Some(&i) = self.by_name.get(&node.name) {
+            let mut metrics = MetricValues::default();
             if let Some(info) = self.slots[i as usize].as_mut() {
                 let old = std::mem::replace(&mut info.node, node.clone());
+                metrics = info.metrics.clone();
                 self.count_images(&old, false);
                 self.count_images(&node, true);
             }
-            self.log.push(Change::NodeSet(i, node));
+            self.log.push(Change::NodeSet(i, node, metrics));
             return i;
         }
         let i = match self.slots.iter().position(|s| s.is_none()) {
@@ -247,8 +270,27 @@ impl Snapshot {
             self.live.insert(at, i);
         }
         self.slots[i as usize] = Some(NodeInfo::new(i, node.clone()));
-        self.log.push(Change::NodeSet(i, node));
+        self.log
+            .push(Change::NodeSet(i, node, MetricValues::default()));
         i
+    }
+
+    /// Replaces the live metrics of the node named `name` (sorted by
+    /// name), logged as a metrics-only change; the node itself is not
+    /// copied. Returns its index; `None` for a node the snapshot does not
+    /// have.
+    pub fn set_node_metrics(&mut self, name: &str, metrics: Vec<(String, f64)>) -> Option<u32> {
+        let i = *self.by_name.get(name)?;
+        let info = self.slots[i as usize].as_mut()?;
+        let (metrics, same_names) = info.metrics.next(metrics);
+        info.metrics = metrics.clone();
+        self.log.push(Change::NodeMetrics {
+            index: i,
+            node: info.node.clone(),
+            metrics,
+            same_names,
+        });
+        Some(i)
     }
 
     /// Removes a node and forgets its pods. Returns its former index.

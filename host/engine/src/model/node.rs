@@ -28,7 +28,7 @@ impl std::fmt::Display for Taint {
 }
 
 /// A node as the framework uses it.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Node {
     pub name: String,
     pub labels: BTreeMap<String, String>,
@@ -36,8 +36,6 @@ pub struct Node {
     pub allocatable: Resources,
     pub taints: Vec<Taint>,
     pub unschedulable: bool,
-    /// Live measurements by metric name (empty in `simulate`).
-    pub metrics: Vec<(String, f64)>,
     /// The images the kubelet reports (`status.images`): every name of
     /// each, with its size in bytes (ImageLocality).
     pub images: BTreeMap<String, i64>,
@@ -94,7 +92,6 @@ impl Node {
             allocatable,
             taints,
             unschedulable: spec.unschedulable.unwrap_or(false),
-            metrics: Vec::new(),
             images,
         })
     }

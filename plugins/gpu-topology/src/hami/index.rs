@@ -121,6 +121,14 @@ impl Index {
         }
     }
 
+    /// The node's metrics changed and nothing else: its devices' live
+    /// values are read again.
+    pub fn metrics_changed(&mut self, index: u32, node: &Node, live: LiveMetrics<'_>) {
+        if let Some(n) = self.nodes.get_mut(&index) {
+            n.live = live.read(node, &n.usage);
+        }
+    }
+
     fn node_set(&mut self, index: u32, node: &Node, live: LiveMetrics<'_>) {
         let Some(register) = node.annotation(REGISTER_ANNOTATION) else {
             self.nodes.remove(&index);

@@ -16,7 +16,7 @@ mod tests;
 
 use std::cell::RefCell;
 
-use wasmsched_plugin_sdk::types::{Delta, PodPatch};
+use wasmsched_plugin_sdk::types::{Delta, Node, PodPatch};
 use wasmsched_plugin_sdk::{reject, reject_unresolvable, NodeState, Rejection};
 
 pub use config::{GpuPolicy, HamiArgs, HamiConfig, NodePolicy};
@@ -56,6 +56,11 @@ fn empty_patch() -> PodPatch {
 impl HamiState {
     pub fn observe(&self, delta: &Delta, live: LiveMetrics<'_>) {
         self.index.borrow_mut().observe(delta, live);
+    }
+
+    /// A node's metrics changed and nothing else.
+    pub fn metrics_changed(&self, index: u32, node: &Node, live: LiveMetrics<'_>) {
+        self.index.borrow_mut().metrics_changed(index, node, live);
     }
 
     /// Whether the node carries HAMi's register annotation.

@@ -1,0 +1,125 @@
+//! Contract minors and node metrics: a component built against the
+//! previous minor (plugins/compat-0-3, generated from wit/history/0.3.0
+//! with wit-bindgen alone) loads and behaves as under a 0.3 host: whole
+//! node records with every metric, a change of a node's metrics alone as a
+//! `node-set`. A 0.4 component that declares its metric interests
+//! (GpuTopology, built in) gets only those and follows the same changes.
+
+mod common;
+
+use std::path::Path;
+
+use common::*;
+use wasmsched::framework::Snapshot;
+use wasmsched::model::Pod;
+use wasmsched::wasm::exports::Minor;
+use wasmsched::wasm::{FailurePolicy, Limits, PluginModule, WasmPlugin, WasmSettings};
+
+const UTIL: &str = "DCGM_FI_DEV_GPU_UTIL";
+
+fn plugin(name: &str, bytes: &[u8], minor: Minor) -> WasmPlugin {
+    let module = PluginModule::compile(bytes).unwrap_or_else(|e| panic!("{name}: {e}"));
+    assert_eq!(module.minor(), minor, "{name}");
+    let settings = WasmSettings {
+        args: "{}".into(),
+        limits: Limits::default(),
+        failure_policy: FailurePolicy::Fail,
+    };
+    WasmPlugin::new(name, module, settings, 1).unwrap()
+}
+
+/// `UTIL` for the node and each of its two GPUs, all at `pct`.
+fn metrics(node: &str, pct: f64) -> Vec<(String, f64)> {
+    let mut m = vec![(UTIL.to_string(), pct)];
+    for g in 0..2 {
+        m.push((format!("{UTIL}/GPU-{node}-{g}"), pct));
+    }
+    m.push(("node_load1".to_string(), 3.0));
+    m.sort_by(|a, b| a.0.cmp(&b.0));
+    m
+}
+
+fn gpu_node(name: &str) -> NodeB {
+    NodeB::new(name)
+        .alloc(&[
+            ("cpu", "32"),
+            ("memory", "256Gi"),
+            ("nvidia.com/gpu", "8"),
+            ("pods", "110"),
+        ])
+        .label("gpu.nvidia.com/count", "8")
+}
+
+fn gpu_pod() -> Pod {
+    PodB::new("train").req(&[("nvidia.com/gpu", "1")]).build()
+}
+
+/// Scores of nodes `a` and `b` in a fresh cycle.
+fn scores(p: &WasmPlugin, snap: &Snapshot, cycle: &mut u64, nodes: &[u32]) -> Vec<i64> {
+    *cycle += 1;
+    p.call_score(snap, *cycle, &gpu_pod(), nodes)
+        .unwrap_or_else(|e| panic!("score: {e:?}"))
+}
+
+#[test]
+fn a_component_of_contract_0_3_gets_metric_changes_as_whole_nodes() {
+    let bytes = std::fs::read(Path::new(env!("WASMSCHED_TEST_PLUGIN_DIR")).join("compat_0_3.wasm"))
+        .unwrap();
+    let p = plugin("compat", &bytes, Minor::V0_3);
+    let mut snap = Snapshot::default();
+    let a = snap.set_node(gpu_node("a").build());
+    let b = snap.set_node(gpu_node("b").build());
+    let mut cycle = 0;
+    // No metrics yet: unknown scores 0.
+    assert_eq!(scores(&p, &snap, &mut cycle, &[a, b]), [0, 0]);
+    snap.set_node_metrics("a", metrics("a", 80.0));
+    snap.set_node_metrics("b", metrics("b", 20.0));
+    assert_eq!(scores(&p, &snap, &mut cycle, &[a, b]), [20, 80]);
+    // New values for the same series (0.4 components get values only).
+    snap.set_node_metrics("a", metrics("a", 10.0));
+    assert_eq!(scores(&p, &snap, &mut cycle, &[a, b]), [90, 80]);
+    // A watch update of the node keeps its metrics.
+    snap.set_node(gpu_node("a").label("zone", "z1").build());
+    assert_eq!(scores(&p, &snap, &mut cycle, &[a, b]), [90, 80]);
+    // Other series: the node's utilization is gone.
+    snap.set_node_metrics("b", vec![("node_load1".into(), 1.0)]);
+    assert_eq!(scores(&p, &snap, &mut cycle, &[a, b]), [90, 0]);
+}
+
+#[test]
+fn gpu_topology_declares_its_metrics_and_follows_value_changes() {
+    let bytes = wasmsched::wasm::builtin::BUILTIN
+        .iter()
+        .find(|(name, _)| *name == "gpu-topology")
+        .map(|(_, b)| *b)
+        .unwrap();
+    let p = plugin("GpuTopology", bytes, Minor::Current);
+    let declared = p
+        .with_current(|inst| Ok(inst.interests.metrics.clone()))
+        .expect("the first instance")
+        .unwrap()
+        .expect("GpuTopology exports metric-interests");
+    assert!(declared.wants(UTIL));
+    assert!(declared.wants(&format!("{UTIL}/GPU-x-0")));
+    assert!(declared.wants("DCGM_FI_DEV_FB_FREE/GPU-x-0"));
+    assert!(!declared.wants("node_load1"));
+    let mut snap = Snapshot::default();
+    let a = snap.set_node(gpu_node("a").build());
+    let b = snap.set_node(gpu_node("b").build());
+    let mut cycle = 0;
+    snap.set_node_metrics("a", metrics("a", 90.0));
+    snap.set_node_metrics("b", metrics("b", 10.0));
+    let first = scores(&p, &snap, &mut cycle, &[a, b]);
+    assert!(first[1] > first[0], "the idle node wins: {first:?}");
+    // Values only (same series): the ranking follows them.
+    snap.set_node_metrics("a", metrics("a", 10.0));
+    snap.set_node_metrics("b", metrics("b", 90.0));
+    let swapped = scores(&p, &snap, &mut cycle, &[a, b]);
+    assert!(swapped[0] > swapped[1], "the idle node wins: {swapped:?}");
+    assert_eq!(swapped, [first[1], first[0]]);
+    // Series gone: both unknown, scored alike.
+    snap.set_node_metrics("a", Vec::new());
+    snap.set_node_metrics("b", vec![("node_load1".into(), 1.0)]);
+    let unknown = scores(&p, &snap, &mut cycle, &[a, b]);
+    assert_eq!(unknown[0], unknown[1]);
+}
