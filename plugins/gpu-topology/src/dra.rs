@@ -104,28 +104,34 @@ pub fn prefer_idle(
     unknown: u32,
     util: impl Fn(&Device) -> Option<u32>,
 ) {
+    // Each set's mean utilization over its devices that have one.
+    let busy: Vec<Option<i64>> = sets
+        .iter()
+        .map(|set| {
+            let known: Vec<i64> = set
+                .devices
+                .iter()
+                .filter_map(|&i| devices.get(i as usize))
+                .filter_map(&util)
+                .map(|u| i64::from(u.min(100)))
+                .collect();
+            (!known.is_empty()).then(|| known.iter().sum::<i64>() / known.len() as i64)
+        })
+        .collect();
+    // No GPU's utilization known: nothing to prefer (and no rank lowered,
+    // so such a node scores as one without metrics).
+    if busy.iter().all(Option::is_none) {
+        return;
+    }
     let mut distinct: Vec<i64> = ranks.iter().map(|&r| i64::from(r)).collect();
     distinct.sort_unstable_by(|a, b| b.cmp(a));
     distinct.dedup();
     let base: Vec<u8> = ranks.to_vec();
-    for (rank, (set, &b)) in ranks.iter_mut().zip(sets.iter().zip(&base)) {
+    for (rank, (busy, &b)) in ranks.iter_mut().zip(busy.iter().zip(&base)) {
         let b = i64::from(b);
         let lower = distinct.iter().copied().find(|&r| r < b).unwrap_or(-1);
         let room = (b - lower - 1).clamp(0, MAX_IDLE_TIEBREAK);
-        if room == 0 {
-            continue;
-        }
-        let known: Vec<i64> = set
-            .devices
-            .iter()
-            .filter_map(|&i| devices.get(i as usize))
-            .filter_map(&util)
-            .map(|u| i64::from(u.min(100)))
-            .collect();
-        let busy = match known.len() {
-            0 => i64::from(unknown.min(100)),
-            n => known.iter().sum::<i64>() / n as i64,
-        };
+        let busy = busy.unwrap_or(i64::from(unknown.min(100)));
         *rank = (b - (room * busy + 50) / 100) as u8;
     }
 }
@@ -230,6 +236,10 @@ mod tests {
         prefer_idle(&mut ranks, &sets, &devices, 50, util);
         assert_eq!(ranks, [52, 51, 50, 45]);
         assert!(ranks[0] > ranks[1] && ranks[1] > ranks[2]);
+        // No utilization known for any set: ranks stay as they were.
+        let mut ranks = vec![50];
+        prefer_idle(&mut ranks, &sets[3..], &devices, 50, util);
+        assert_eq!(ranks, [50]);
         // A device with a parent GPU (MIG) is found by its parent's UUID.
         let mut mig = gpu("mig-0", "pci0", false);
         mig.attributes
