@@ -36,7 +36,7 @@ impl KeySelector {
     pub fn select(&self, map: &BTreeMap<String, String>) -> Vec<(String, String)> {
         match self {
             Self::All => map.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
-            Self::Keys { exact, prefixes } if exact.is_empty() && prefixes.is_empty() => Vec::new(),
+            _ if self.is_none() => Vec::new(),
             _ => map
                 .iter()
                 .filter(|(k, _)| self.wants(k))

@@ -248,18 +248,22 @@ pub fn metric_interests<P: Plugin>() -> Vec<String> {
     with_plugin::<P, _>(|plugin, _, _| Ok(plugin.metric_interests())).unwrap_or_default()
 }
 
-/// `metric-interests.set-metrics`: replaces each node's metrics, then tells
-/// the plugin ([`Plugin::metrics_changed`]).
-pub fn set_metrics<P: Plugin>(nodes: Vec<(u32, Vec<(String, f64)>)>) {
+/// Applies one metrics update per item to the cluster (`set` returns the
+/// node's index when it has the node), then tells the plugin
+/// ([`Plugin::metrics_changed`]) about each node updated.
+fn update_metrics<P: Plugin, T>(
+    items: impl IntoIterator<Item = T>,
+    mut set: impl FnMut(&mut Cluster, T) -> Option<u32>,
+) {
     with_state::<P, _>(|s| {
         let State {
             plugin, cluster, ..
         } = s;
         let plugin = plugin.as_ref().and_then(|p| p.downcast_ref::<P>());
-        for (index, metrics) in nodes {
-            if !cluster.set_metrics(index, metrics) {
+        for item in items {
+            let Some(index) = set(cluster, item) else {
                 continue;
-            }
+            };
             if let (Some(p), Some(node)) = (plugin, cluster.node(index)) {
                 p.metrics_changed(node, cluster);
             }
@@ -267,25 +271,22 @@ pub fn set_metrics<P: Plugin>(nodes: Vec<(u32, Vec<(String, f64)>)>) {
     })
 }
 
+/// `metric-interests.set-metrics`: replaces each node's metrics, then tells
+/// the plugin ([`Plugin::metrics_changed`]).
+pub fn set_metrics<P: Plugin>(nodes: Vec<(u32, Vec<(String, f64)>)>) {
+    update_metrics::<P, _>(nodes, |cluster, (index, metrics)| {
+        cluster.set_metrics(index, metrics).then_some(index)
+    })
+}
+
 /// `metric-interests.set-metric-values`: new values for each node's
 /// metrics (`count` of them, taken in turn from `values`), names
 /// unchanged, then tells the plugin ([`Plugin::metrics_changed`]).
 pub fn set_metric_values<P: Plugin>(nodes: &[(u32, u32)], values: &[f64]) {
-    with_state::<P, _>(|s| {
-        let State {
-            plugin, cluster, ..
-        } = s;
-        let plugin = plugin.as_ref().and_then(|p| p.downcast_ref::<P>());
-        let mut rest = values;
-        for &(index, count) in nodes {
-            let (mine, after) = rest.split_at((count as usize).min(rest.len()));
-            rest = after;
-            if !cluster.set_metric_values(index, mine) {
-                continue;
-            }
-            if let (Some(p), Some(node)) = (plugin, cluster.node(index)) {
-                p.metrics_changed(node, cluster);
-            }
-        }
+    let mut rest = values;
+    update_metrics::<P, _>(nodes, |cluster, &(index, count)| {
+        let (mine, after) = rest.split_at((count as usize).min(rest.len()));
+        rest = after;
+        cluster.set_metric_values(index, mine).then_some(index)
     })
 }
