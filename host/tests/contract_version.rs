@@ -30,7 +30,7 @@ fn built_against(version: &str) -> Vec<u8> {
 
 #[test]
 fn older_and_newer_contracts_are_refused_naming_both_versions() {
-    for version in ["0.0.9", "0.5.0", "1.0.0"] {
+    for version in ["0.0.9", "0.6.0", "1.0.0"] {
         let err = PluginModule::compile(&built_against(version))
             .err()
             .unwrap_or_else(|| panic!("a {version} component must be refused"));
@@ -43,7 +43,7 @@ fn older_and_newer_contracts_are_refused_naming_both_versions() {
         assert_eq!(
             err.to_string(),
             format!(
-                "was built against contract wasmsched:plugin@{version}, this host implements wasmsched:plugin@{CONTRACT_VERSION} (and runs components of wasmsched:plugin 0.1.x, 0.2.x and 0.3.x)"
+                "was built against contract wasmsched:plugin@{version}, this host implements wasmsched:plugin@{CONTRACT_VERSION} (and runs components of wasmsched:plugin 0.1.x, 0.2.x, 0.3.x and 0.4.x)"
             )
         );
     }

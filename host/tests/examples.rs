@@ -188,3 +188,101 @@ fn training_workers_land_where_their_dataset_is() {
         );
     }
 }
+
+/// examples/dra/README.md's table: each pod's node and each claim's
+/// devices, GpuTopology's device ranking (through the contract's
+/// `node-device-rank`) included: first fit would give `train-1` gpu-2 and
+/// gpu-3 too, but `batch-4` gpu-2 .. gpu-5.
+#[test]
+fn dra_example_places_pods_and_devices_as_its_readme_says() {
+    let r = simulate("examples/dra", None, 1);
+    let node = |pod: &str| {
+        r.scheduled
+            .iter()
+            .find(|p| p.pod == pod)
+            .map(|p| p.node.as_str())
+    };
+    for (pod, want) in [
+        ("train-0", "gpu-a100-1"),
+        ("train-1", "gpu-a100-1"),
+        ("infer-80g", "gpu-h100-1"),
+        ("web-0", "gpu-h100-1"),
+        ("web-1", "gpu-h100-1"),
+        ("batch-4", "gpu-h100-1"),
+    ] {
+        assert_eq!(node(pod), Some(want), "{pod}");
+    }
+    let too_big = r.unschedulable.iter().find(|p| p.pod == "too-big").unwrap();
+    assert!(
+        too_big
+            .message
+            .starts_with("0/3 nodes are available: 3 cannot allocate all claims."),
+        "{}",
+        too_big.message
+    );
+    let claims = &r.plugins["resource_claims"];
+    let devices = |claim: &str| -> Vec<String> {
+        claims
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == claim)
+            .unwrap_or_else(|| panic!("claim {claim}"))["devices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| {
+                d["device"]
+                    .as_str()
+                    .unwrap()
+                    .rsplit('/')
+                    .next()
+                    .unwrap()
+                    .to_string()
+            })
+            .collect()
+    };
+    assert_eq!(devices("train-0-gpus"), ["gpu-0", "gpu-1"]);
+    assert_eq!(devices("train-1-gpus"), ["gpu-2", "gpu-3"]);
+    assert_eq!(devices("big-memory"), ["gpu-0"]);
+    assert_eq!(devices("shared-h100"), ["gpu-1"]);
+    assert_eq!(
+        devices("h100-or-a100"),
+        ["gpu-4", "gpu-5", "gpu-6", "gpu-7"]
+    );
+}
+
+/// `--explain` of the example's `batch-4`: the devices allocated, and the
+/// sets GpuTopology ranked with their ranks (named only for an explained
+/// cycle), the chosen one not the first fit.
+#[test]
+fn dra_example_explains_the_ranked_device_sets() {
+    let scheduler = config::build(&config::ConfigFile::default(), &root(), 1).unwrap();
+    let manifests = manifest::load(&[root().join("examples/dra")]).unwrap();
+    let options = simulate::Options {
+        explain: Some("ml/batch-4".into()),
+        ..Default::default()
+    };
+    let r = simulate::run(&scheduler, manifests, &options).unwrap();
+    let notes: Vec<String> = r
+        .explain
+        .unwrap()
+        .explanation
+        .notes
+        .into_iter()
+        .map(|(_, line)| line)
+        .collect();
+    let text = notes.join("\n");
+    assert!(
+        text.contains("devices gpu.example.com/gpu-h100-1/gpu-4, gpu.example.com/gpu-h100-1/gpu-5, gpu.example.com/gpu-h100-1/gpu-6, gpu.example.com/gpu-h100-1/gpu-7 on gpu-h100-1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("device set(s) on gpu-h100-1: chosen rank 100 (not the first fit)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("alternative rank 50: gpu.example.com/gpu-h100-1/gpu-2"),
+        "{text}"
+    );
+}

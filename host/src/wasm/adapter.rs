@@ -46,7 +46,7 @@ pub fn bundle(plugin: Arc<WasmPlugin>) -> PluginBundle {
     if e.post_filter {
         b = b.with_preemption_advisor(&plugin);
     }
-    if e.device_rank {
+    if e.device_rank || e.node_device_rank {
         b = b.with_device_ranker(&plugin);
     }
     b
@@ -429,36 +429,7 @@ impl DeviceRanker for WasmPlugin {
         if cycle.trouble.ignored.load(Ordering::Relaxed) {
             return Ok(Vec::new());
         }
-        let devices: Vec<wit::Device> = input
-            .devices
-            .iter()
-            .zip(&input.allocated)
-            .map(|(d, &allocated)| wit::Device {
-                driver: d.driver.clone(),
-                pool: d.pool.clone(),
-                name: d.name.clone(),
-                attributes: d.attributes.clone(),
-                capacity: d.capacity.clone(),
-                allocated,
-            })
-            .collect();
-        let sets: Vec<wit::DeviceSet> = input
-            .sets
-            .iter()
-            .map(|s| wit::DeviceSet {
-                devices: s.devices.clone(),
-                requests: s.requests.clone(),
-            })
-            .collect();
-        let call = self.call_rank_devices(
-            ctx.snapshot,
-            ctx.cycle,
-            ctx.pod,
-            node.index,
-            &devices,
-            &input.requests,
-            &sets,
-        );
+        let call = self.call_rank_devices(ctx.snapshot, ctx.cycle, ctx.pod, node.index, input);
         match call {
             Ok(ranks) => Ok(ranks),
             Err(CallError::Refused(reason)) => Err(PluginError(reason)),

@@ -47,8 +47,19 @@ pub mod v0_3 {
     });
 }
 
+/// `wasmsched:plugin@0.4.0`: 0.3 plus metric-interests.
+pub mod v0_4 {
+    wasmtime::component::bindgen!({
+        world: "plugin",
+        path: "../wit/history/0.4.0",
+        with: {
+            "wasmsched:plugin/types@0.4.0": super::current::wasmsched::plugin::types,
+        },
+    });
+}
+
 pub use current::exports::wasmsched::plugin::{
-    deletion_cost, device_rank, filter, interests, lifecycle, metric_interests, normalize_score,
-    permit, post_filter, pre_bind, reserve, score,
+    deletion_cost, device_rank, filter, interests, lifecycle, metric_interests, node_device_rank,
+    normalize_score, permit, post_filter, pre_bind, reserve, score,
 };
 pub use current::wasmsched::plugin::types;

@@ -6,7 +6,7 @@
 use wasmtime::component::{Instance, InstancePre};
 use wasmtime::Store;
 
-use super::bindings::{current, types as wit, v0_1, v0_2, v0_3};
+use super::bindings::{current, types as wit, v0_1, v0_2, v0_3, v0_4};
 use super::state::HostState;
 
 /// The contract minor a component was built against.
@@ -15,6 +15,7 @@ pub enum Minor {
     V0_1,
     V0_2,
     V0_3,
+    V0_4,
     Current,
 }
 
@@ -30,6 +31,8 @@ pub struct Exports {
     pub permit: bool,
     pub pre_bind: bool,
     pub device_rank: bool,
+    /// `node-device-rank` (0.5), preferred to `device-rank`.
+    pub node_device_rank: bool,
     pub metric_interests: bool,
     pub deletion_cost: bool,
 }
@@ -47,6 +50,7 @@ impl std::fmt::Display for Exports {
             (self.permit, "permit"),
             (self.pre_bind, "pre-bind"),
             (self.device_rank, "device-rank"),
+            (self.node_device_rank, "node-device-rank"),
             (self.metric_interests, "metric-interests"),
             (self.deletion_cost, "deletion-cost"),
         ];
@@ -92,18 +96,19 @@ macro_rules! versioned {
     };
 }
 
-versioned!(Lifecycle, LifecycleIx, lifecycle, [V0_1 => v0_1, V0_2 => v0_2, V0_3 => v0_3, Current => current]);
-versioned!(Filter, FilterIx, filter, [V0_1 => v0_1, V0_2 => v0_2, V0_3 => v0_3, Current => current]);
-versioned!(Score, ScoreIx, score, [V0_1 => v0_1, V0_2 => v0_2, V0_3 => v0_3, Current => current]);
-versioned!(Normalize, NormalizeIx, normalize_score, [V0_1 => v0_1, V0_2 => v0_2, V0_3 => v0_3, Current => current]);
-versioned!(DeletionCost, DeletionCostIx, deletion_cost, [V0_1 => v0_1, V0_2 => v0_2, V0_3 => v0_3, Current => current]);
-versioned!(Interests, InterestsIx, interests, [V0_2 => v0_2, V0_3 => v0_3, Current => current]);
-versioned!(PostFilter, PostFilterIx, post_filter, [V0_2 => v0_2, V0_3 => v0_3, Current => current]);
-versioned!(Reserve, ReserveIx, reserve, [V0_2 => v0_2, V0_3 => v0_3, Current => current]);
-versioned!(Permit, PermitIx, permit, [V0_2 => v0_2, V0_3 => v0_3, Current => current]);
-versioned!(PreBind, PreBindIx, pre_bind, [V0_2 => v0_2, V0_3 => v0_3, Current => current]);
-versioned!(DeviceRank, DeviceRankIx, device_rank, [V0_3 => v0_3, Current => current]);
-versioned!(MetricInterests, MetricInterestsIx, metric_interests, [Current => current]);
+versioned!(Lifecycle, LifecycleIx, lifecycle, [V0_1 => v0_1, V0_2 => v0_2, V0_3 => v0_3, V0_4 => v0_4, Current => current]);
+versioned!(Filter, FilterIx, filter, [V0_1 => v0_1, V0_2 => v0_2, V0_3 => v0_3, V0_4 => v0_4, Current => current]);
+versioned!(Score, ScoreIx, score, [V0_1 => v0_1, V0_2 => v0_2, V0_3 => v0_3, V0_4 => v0_4, Current => current]);
+versioned!(Normalize, NormalizeIx, normalize_score, [V0_1 => v0_1, V0_2 => v0_2, V0_3 => v0_3, V0_4 => v0_4, Current => current]);
+versioned!(DeletionCost, DeletionCostIx, deletion_cost, [V0_1 => v0_1, V0_2 => v0_2, V0_3 => v0_3, V0_4 => v0_4, Current => current]);
+versioned!(Interests, InterestsIx, interests, [V0_2 => v0_2, V0_3 => v0_3, V0_4 => v0_4, Current => current]);
+versioned!(PostFilter, PostFilterIx, post_filter, [V0_2 => v0_2, V0_3 => v0_3, V0_4 => v0_4, Current => current]);
+versioned!(Reserve, ReserveIx, reserve, [V0_2 => v0_2, V0_3 => v0_3, V0_4 => v0_4, Current => current]);
+versioned!(Permit, PermitIx, permit, [V0_2 => v0_2, V0_3 => v0_3, V0_4 => v0_4, Current => current]);
+versioned!(PreBind, PreBindIx, pre_bind, [V0_2 => v0_2, V0_3 => v0_3, V0_4 => v0_4, Current => current]);
+versioned!(DeviceRank, DeviceRankIx, device_rank, [V0_3 => v0_3, V0_4 => v0_4, Current => current]);
+versioned!(MetricInterests, MetricInterestsIx, metric_interests, [V0_4 => v0_4, Current => current]);
+versioned!(NodeDeviceRank, NodeDeviceRankIx, node_device_rank, [Current => current]);
 
 /// Forwards a call to whichever generation `$self` holds.
 macro_rules! forward {
@@ -112,6 +117,7 @@ macro_rules! forward {
             Self::V0_1($g) => $call,
             Self::V0_2($g) => $call,
             Self::V0_3($g) => $call,
+            Self::V0_4($g) => $call,
             Self::Current($g) => $call,
         }
     };
@@ -123,6 +129,7 @@ macro_rules! forward2 {
         match $self {
             Self::V0_2($g) => $call,
             Self::V0_3($g) => $call,
+            Self::V0_4($g) => $call,
             Self::Current($g) => $call,
         }
     };
@@ -194,7 +201,26 @@ impl DeviceRank {
     ) -> wasmtime::Result<Vec<u8>> {
         match self {
             Self::V0_3(g) => g.call_rank_devices(s, node, devices, requests, sets),
+            Self::V0_4(g) => g.call_rank_devices(s, node, devices, requests, sets),
             Self::Current(g) => g.call_rank_devices(s, node, devices, requests, sets),
+        }
+    }
+}
+
+impl NodeDeviceRank {
+    pub fn rank_node_devices(
+        &self,
+        s: &mut Store<HostState>,
+        node: u32,
+        devices: Option<&[wit::Device]>,
+        allocated: &[bool],
+        requests: &[String],
+        sets: &[wit::DeviceSet],
+    ) -> wasmtime::Result<Vec<u8>> {
+        match self {
+            Self::Current(g) => {
+                g.call_rank_node_devices(s, node, devices, allocated, requests, sets)
+            }
         }
     }
 }
@@ -202,6 +228,7 @@ impl DeviceRank {
 impl MetricInterests {
     pub fn metric_interests(&self, s: &mut Store<HostState>) -> wasmtime::Result<Vec<String>> {
         match self {
+            Self::V0_4(g) => g.call_metric_interests(s),
             Self::Current(g) => g.call_metric_interests(s),
         }
     }
@@ -212,6 +239,7 @@ impl MetricInterests {
         nodes: &[(u32, Vec<(String, f64)>)],
     ) -> wasmtime::Result<()> {
         match self {
+            Self::V0_4(g) => g.call_set_metrics(s, nodes),
             Self::Current(g) => g.call_set_metrics(s, nodes),
         }
     }
@@ -223,6 +251,7 @@ impl MetricInterests {
         values: &[f64],
     ) -> wasmtime::Result<()> {
         match self {
+            Self::V0_4(g) => g.call_set_metric_values(s, nodes, values),
             Self::Current(g) => g.call_set_metric_values(s, nodes, values),
         }
     }
@@ -310,6 +339,7 @@ pub(crate) struct Indices {
     permit: Option<PermitIx>,
     pre_bind: Option<PreBindIx>,
     device_rank: Option<DeviceRankIx>,
+    node_device_rank: Option<NodeDeviceRankIx>,
     metric_interests: Option<MetricInterestsIx>,
     deletion_cost: Option<DeletionCostIx>,
 }
@@ -326,6 +356,7 @@ pub(crate) struct Funcs {
     pub permit: Option<Permit>,
     pub pre_bind: Option<PreBind>,
     pub device_rank: Option<DeviceRank>,
+    pub node_device_rank: Option<NodeDeviceRank>,
     pub metric_interests: Option<MetricInterests>,
     pub deletion_cost: Option<DeletionCost>,
 }
@@ -346,6 +377,7 @@ impl Indices {
             permit: PermitIx::new(pre, minor),
             pre_bind: PreBindIx::new(pre, minor),
             device_rank: DeviceRankIx::new(pre, minor),
+            node_device_rank: NodeDeviceRankIx::new(pre, minor),
             metric_interests: MetricInterestsIx::new(pre, minor),
             deletion_cost: DeletionCostIx::new(pre, minor),
         })
@@ -362,6 +394,7 @@ impl Indices {
             permit: self.permit.is_some(),
             pre_bind: self.pre_bind.is_some(),
             device_rank: self.device_rank.is_some(),
+            node_device_rank: self.node_device_rank.is_some(),
             metric_interests: self.metric_interests.is_some(),
             deletion_cost: self.deletion_cost.is_some(),
         }
@@ -418,6 +451,11 @@ impl Indices {
                 .transpose()?,
             device_rank: self
                 .device_rank
+                .as_ref()
+                .map(|i| i.load(s, instance))
+                .transpose()?,
+            node_device_rank: self
+                .node_device_rank
                 .as_ref()
                 .map(|i| i.load(s, instance))
                 .transpose()?,

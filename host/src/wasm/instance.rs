@@ -1,6 +1,9 @@
 //! One live instance of a plugin: its store, limits and resident state.
 
+use std::collections::HashMap;
 use std::time::Duration;
+
+use crate::framework::RankInput;
 
 use wasmtime::Store;
 use wasmtime_wasi::WasiCtxBuilder;
@@ -49,6 +52,9 @@ pub struct Instance {
     pub cycle: Option<(u64, wit::CyclePlan)>,
     /// Which label and annotation keys the plugin reads.
     pub interests: Interests,
+    /// `node-device-rank`: by node, the key of the devices the plugin
+    /// keeps (the last ones it was sent for the node).
+    kept_devices: HashMap<u32, Vec<u64>>,
 }
 
 impl Instance {
@@ -90,6 +96,7 @@ impl Instance {
             synced: false,
             cycle: None,
             interests: Interests::default(),
+            kept_devices: HashMap::new(),
         };
         let version = inst.call(limits.init_timeout, |s, i| i.lifecycle.contract_version(s))?;
         if super::module::minor_of(&version) != Some(module.indices.minor) {
@@ -288,17 +295,45 @@ impl Instance {
     }
 
     /// Device ranks for the cycle's pod's candidate sets on `node` (empty
-    /// when not exported: abstain).
-    pub fn rank_devices(
-        &mut self,
-        node: u32,
-        devices: &[wit::Device],
-        requests: &[String],
-        sets: &[wit::DeviceSet],
-    ) -> Result<Vec<u8>, PluginFailure> {
+    /// when not exported: abstain). Through `node-device-rank` (0.5) the
+    /// node's devices are sent only when this instance does not keep
+    /// them already: the last ones it was sent for the node, known by
+    /// `input.devices_key`.
+    pub fn rank_devices(&mut self, node: u32, input: &RankInput) -> Result<Vec<u8>, PluginFailure> {
         let t = self.limits.call_timeout;
+        let sets: Vec<wit::DeviceSet> = input
+            .sets
+            .iter()
+            .map(|s| wit::DeviceSet {
+                devices: s.devices.clone(),
+                requests: s.requests.clone(),
+            })
+            .collect();
+        if self.funcs.node_device_rank.is_some() {
+            // Forgotten until the call succeeds: after a failure the
+            // plugin may or may not have kept what was sent.
+            let kept = self.kept_devices.remove(&node);
+            let send = input.devices_key.is_none() || kept != input.devices_key;
+            let devices = send.then(|| wit_devices(input));
+            let out = self.call(t, |s, i| match &i.node_device_rank {
+                Some(f) => f.rank_node_devices(
+                    s,
+                    node,
+                    devices.as_deref(),
+                    &input.allocated,
+                    &input.requests,
+                    &sets,
+                ),
+                None => Ok(Vec::new()),
+            })?;
+            if let Some(key) = &input.devices_key {
+                self.kept_devices.insert(node, key.clone());
+            }
+            return Ok(out);
+        }
+        let devices = wit_devices(input);
         self.call(t, |s, i| match &i.device_rank {
-            Some(f) => f.rank_devices(s, node, devices, requests, sets),
+            Some(f) => f.rank_devices(s, node, &devices, &input.requests, &sets),
             None => Ok(Vec::new()),
         })
     }
@@ -313,6 +348,23 @@ impl Instance {
             }),
         })
     }
+}
+
+/// The contract's records of a ranking's devices.
+fn wit_devices(input: &RankInput) -> Vec<wit::Device> {
+    input
+        .devices
+        .iter()
+        .zip(&input.allocated)
+        .map(|(d, &allocated)| wit::Device {
+            driver: d.driver.clone(),
+            pool: d.pool.clone(),
+            name: d.name.clone(),
+            attributes: d.attributes.clone(),
+            capacity: d.capacity.clone(),
+            allocated,
+        })
+        .collect()
 }
 
 /// A batch call must answer once per node it was given.
@@ -338,6 +390,7 @@ impl Instance {
             super::exports::Lifecycle::V0_1(_) => Minor::V0_1,
             super::exports::Lifecycle::V0_2(_) => Minor::V0_2,
             super::exports::Lifecycle::V0_3(_) => Minor::V0_3,
+            super::exports::Lifecycle::V0_4(_) => Minor::V0_4,
             super::exports::Lifecycle::Current(_) => Minor::Current,
         }
     }

@@ -37,7 +37,7 @@ pub enum LoadError {
     #[error("{0}")]
     Forbidden(String),
     #[error(
-        "was built against contract {found}, this host implements {PACKAGE}@{CONTRACT_VERSION} (and runs components of {PACKAGE} 0.1.x, 0.2.x and 0.3.x)"
+        "was built against contract {found}, this host implements {PACKAGE}@{CONTRACT_VERSION} (and runs components of {PACKAGE} 0.1.x, 0.2.x, 0.3.x and 0.4.x)"
     )]
     Version { found: String },
     #[error("does not implement the contract: {0}")]
@@ -218,6 +218,8 @@ pub fn minor_of(version: &str) -> Option<Minor> {
         Some(Minor::V0_2)
     } else if mm == "0.3" {
         Some(Minor::V0_3)
+    } else if mm == "0.4" {
+        Some(Minor::V0_4)
     } else {
         None
     }
@@ -270,6 +272,10 @@ fn linker() -> wasmtime::Result<Linker<HostState>> {
         |s| s,
     )?;
     super::bindings::v0_3::wasmsched::plugin::host::add_to_linker::<HostState, HasSelf<HostState>>(
+        &mut linker,
+        |s| s,
+    )?;
+    super::bindings::v0_4::wasmsched::plugin::host::add_to_linker::<HostState, HasSelf<HostState>>(
         &mut linker,
         |s| s,
     )?;

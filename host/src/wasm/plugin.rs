@@ -9,7 +9,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use crate::framework::registry::Handle;
-use crate::framework::{PluginHealth, Snapshot};
+use crate::framework::{PluginHealth, RankInput, Snapshot};
 use crate::model::Pod;
 
 use super::bindings::types as wit;
@@ -308,19 +308,16 @@ impl WasmPlugin {
     }
 
     /// Device ranks for the cycle's pod's candidate sets on `node`.
-    #[allow(clippy::too_many_arguments)]
     pub fn call_rank_devices(
         &self,
         snapshot: &Snapshot,
         cycle: u64,
         pod: &Pod,
         node: u32,
-        devices: &[wit::Device],
-        requests: &[String],
-        sets: &[wit::DeviceSet],
+        input: &RankInput,
     ) -> CallResult<Vec<u8>> {
         self.with_instance(snapshot, Some((cycle, pod)), |i| {
-            Ok(i.rank_devices(node, devices, requests, sets)?)
+            Ok(i.rank_devices(node, input)?)
         })
     }
 

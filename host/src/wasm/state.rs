@@ -100,6 +100,12 @@ impl bindings::v0_3::wasmsched::plugin::host::Host for HostState {
     }
 }
 
+impl bindings::v0_4::wasmsched::plugin::host::Host for HostState {
+    fn log(&mut self, level: wit::LogLevel, message: String) {
+        bindings::current::wasmsched::plugin::host::Host::log(self, level, message)
+    }
+}
+
 impl bindings::current::wasmsched::plugin::host::Host for HostState {
     fn log(&mut self, level: wit::LogLevel, message: String) {
         let level = match level {

@@ -173,6 +173,53 @@ async fn create(client: &Client, shape: &Shape, dra: Option<usize>) {
 struct Timing {
     first: f64,
     all: f64,
+    /// CPU seconds over the run: the API server with etcd, and the
+    /// scheduler.
+    server_cpu: f64,
+    scheduler_cpu: f64,
+}
+
+/// CPU seconds (user + system) process `pid` has used, from
+/// `/proc/<pid>/stat`; 0 when it cannot be read.
+fn cpu_seconds(pid: u32) -> f64 {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return 0.0;
+    };
+    // The fields after the command (which may hold spaces), from `state`.
+    let Some((_, rest)) = stat.rsplit_once(')') else {
+        return 0.0;
+    };
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = [11, 12]
+        .iter()
+        .filter_map(|&i| fields.get(i).and_then(|f| f.parse::<u64>().ok()))
+        .sum();
+    // In USER_HZ, 100 on every Linux architecture (the proc ABI's).
+    ticks as f64 / 100.0
+}
+
+/// The least-squares line `y = slope * x + intercept` through `points`
+/// (`None` for fewer than two distinct `x`): `(slope, intercept)`.
+fn fit_line(points: &[(f64, f64)]) -> Option<(f64, f64)> {
+    let n = points.len() as f64;
+    let mx = points.iter().map(|p| p.0).sum::<f64>() / n;
+    let my = points.iter().map(|p| p.1).sum::<f64>() / n;
+    let sxx: f64 = points.iter().map(|p| (p.0 - mx).powi(2)).sum();
+    let sxy: f64 = points.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
+    (points.len() >= 2 && sxx > 1e-9).then(|| {
+        let slope = sxy / sxx;
+        (slope, my - slope * mx)
+    })
+}
+
+/// CPU seconds the API server and etcd of the test servers have used.
+fn server_cpu_seconds() -> f64 {
+    ["apiserver.pid", "etcd.pid"]
+        .iter()
+        .filter_map(|f| std::fs::read_to_string(env().servers.join(f)).ok())
+        .filter_map(|p| p.trim().parse::<u32>().ok())
+        .map(cpu_seconds)
+        .sum()
 }
 
 /// Starts a scheduler on the prepared cluster and measures the time from
@@ -202,6 +249,7 @@ async fn measure(client: &Client, pods: usize, mut start: impl FnMut() -> Child)
         "pods were bound before the scheduler started"
     );
     let t0 = Instant::now();
+    let server0 = server_cpu_seconds();
     let mut child = start();
     let mut tick = tokio::time::interval(Duration::from_millis(200));
     let mut first = None;
@@ -226,11 +274,15 @@ async fn measure(client: &Client, pods: usize, mut start: impl FnMut() -> Child)
         }
     }
     let all = t0.elapsed().as_secs_f64();
+    let server_cpu = server_cpu_seconds() - server0;
+    let scheduler_cpu = cpu_seconds(child.id());
     let _ = child.kill();
     let _ = child.wait();
     Timing {
         first: first.unwrap_or(all),
         all,
+        server_cpu,
+        scheduler_cpu,
     }
 }
 
@@ -354,8 +406,14 @@ async fn bench_against_kube_scheduler() {
         }
         let (rate, steady) = (pods as f64 / t.all, (pods - 1) as f64 / (t.all - t.first));
         eprintln!(
-            "{name}: {pods} pods on {nodes} nodes in {:.1} s ({rate:.0} pods/s; first binding at {:.1} s, {steady:.0} pods/s after)",
-            t.all, t.first
+            "{name}: {pods} pods on {nodes} nodes in {:.1} s ({rate:.0} pods/s; first binding at {:.1} s, {steady:.0} pods/s after); \
+             CPU: API server + etcd {:.1} s ({:.2} ms per pod), scheduler {:.1} s ({:.2} ms per pod)",
+            t.all,
+            t.first,
+            t.server_cpu,
+            t.server_cpu * 1000.0 / pods as f64,
+            t.scheduler_cpu,
+            t.scheduler_cpu * 1000.0 / pods as f64,
         );
         rows.push((name, t, rate, steady));
     }
@@ -380,14 +438,40 @@ async fn bench_against_kube_scheduler() {
         qps * 2
     );
     println!(
-        "| scheduler | first binding | every pod bound | pods/s | pods/s after the first binding |"
+        "| scheduler | first binding | every pod bound | pods/s | pods/s after the first binding | API server + etcd CPU ms per pod | scheduler CPU ms per pod |"
     );
-    println!("|---|---:|---:|---:|---:|");
-    for (name, t, rate, steady) in rows {
+    println!("|---|---:|---:|---:|---:|---:|---:|");
+    for (name, t, rate, steady) in &rows {
         println!(
-            "| {name} | {:.1} | {:.1} | {rate:.0} | {steady:.0} |",
-            t.first, t.all
+            "| {name} | {:.1} | {:.1} | {rate:.0} | {steady:.0} | {:.2} | {:.2} |",
+            t.first,
+            t.all,
+            t.server_cpu * 1000.0 / shape.expected as f64,
+            t.scheduler_cpu * 1000.0 / shape.expected as f64,
         );
+    }
+    // What the API server alone allows. Its CPU over a run is a cost per
+    // pod (the same writes, whichever scheduler makes them) plus a cost per
+    // second (watches, leases, controllers): fitted over the runs, which
+    // bind the same pods in different times. The rest of the machine at
+    // the per-pod cost is the most any scheduler sharing it can bind.
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    let points: Vec<(f64, f64)> = rows
+        .iter()
+        .map(|(_, t, _, _)| (t.all, t.server_cpu))
+        .collect();
+    if let Some((per_second, per_run)) = fit_line(&points) {
+        let per_pod = per_run / shape.expected as f64;
+        if per_pod > 0.0 && per_second < cores {
+            println!(
+                "\nThe API server and etcd used {:.2} ms of CPU per pod and {:.2} cores besides \
+                 (fitted over the runs): on {cores} cores, no scheduler sharing this machine can \
+                 bind more than {:.0} pods/s.",
+                per_pod * 1000.0,
+                per_second,
+                (cores - per_second) / per_pod
+            );
+        }
     }
 }
 

@@ -8,6 +8,12 @@
 //!
 //! Score: `100 - DCGM_FI_DEV_GPU_UTIL` of the node (0 when unknown), so
 //! the least busy node wins.
+//!
+//! Device ranking (0.3's `device-rank`, which 0.5 keeps beside its
+//! `node-device-rank`): each set ranks `10 * p` (at most 100) for `p` the
+//! position among the node's devices of its first device not allocated
+//! before, so the last free devices win where first fit takes the first.
+//! Every call carries the node's devices.
 
 // wit-bindgen's generated export glue is `unsafe` (the SDK's is too).
 #[cfg(target_arch = "wasm32")]
@@ -22,6 +28,7 @@ mod component {
                 import wasmsched:plugin/host@0.3.0;
                 export wasmsched:plugin/lifecycle@0.3.0;
                 export wasmsched:plugin/score@0.3.0;
+                export wasmsched:plugin/device-rank@0.3.0;
             }
         "#,
         path: "../../wit/history/0.3.0",
@@ -29,8 +36,8 @@ mod component {
         generate_all,
     });
 
-    use exports::wasmsched::plugin::{lifecycle, score};
-    use wasmsched::plugin::types::{CyclePlan, Delta, Pod};
+    use exports::wasmsched::plugin::{device_rank, lifecycle, score};
+    use wasmsched::plugin::types::{CyclePlan, Delta, Device, DeviceSet, Pod};
 
     thread_local! {
         /// Each node's metrics, by node index.
@@ -95,6 +102,24 @@ mod component {
                     })
                     .collect())
             })
+        }
+    }
+
+    impl device_rank::Guest for Component {
+        fn rank_devices(
+            _node: u32,
+            devices: Vec<Device>,
+            _requests: Vec<String>,
+            sets: Vec<DeviceSet>,
+        ) -> Vec<u8> {
+            sets.iter()
+                .map(|s| {
+                    s.devices
+                        .first()
+                        .filter(|&&d| devices.get(d as usize).is_some_and(|d| !d.allocated))
+                        .map_or(0, |&d| (d * 10).min(100) as u8)
+                })
+                .collect()
         }
     }
 

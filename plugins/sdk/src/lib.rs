@@ -235,13 +235,14 @@ pub trait Plugin: Sized + 'static {
         })
     }
 
-    /// Device ranking (contract 0.3 `device-rank`, exported with
-    /// `device_rank` in [`export_plugin!`]): one rank (0..=100, higher is
-    /// better) per candidate set of devices for the cycle's pod's
-    /// ResourceClaims on `node`; `devices` are the node's devices and
-    /// `requests` the `<claim>/<request>` names (sets hold positions into
-    /// both). An empty answer abstains (the default): the host then
-    /// allocates the first fit, as kube-scheduler does.
+    /// Device ranking (exported with `device_rank` in [`export_plugin!`]
+    /// as contract 0.5's `node-device-rank`: the SDK keeps each node's
+    /// devices, so the host sends them only when they change): one rank
+    /// (0..=100, higher is better) per candidate set of devices for the
+    /// cycle's pod's ResourceClaims on `node`; `devices` are the node's
+    /// devices and `requests` the `<claim>/<request>` names (sets hold
+    /// positions into both). An empty answer abstains (the default): the
+    /// host then allocates the first fit, as kube-scheduler does.
     #[allow(clippy::too_many_arguments)]
     fn rank_devices(
         &self,
@@ -471,14 +472,15 @@ macro_rules! __export_point {
         }
     };
     (device_rank) => {
-        impl exports::wasmsched::plugin::device_rank::Guest for Export {
-            fn rank_devices(
+        impl exports::wasmsched::plugin::node_device_rank::Guest for Export {
+            fn rank_node_devices(
                 node: u32,
-                devices: Vec<$crate::types::Device>,
+                devices: Option<Vec<$crate::types::Device>>,
+                allocated: Vec<bool>,
                 requests: Vec<String>,
                 sets: Vec<$crate::types::DeviceSet>,
             ) -> Vec<u8> {
-                $crate::runtime::rank_devices::<P>(node, &devices, &requests, &sets)
+                $crate::runtime::rank_node_devices::<P>(node, devices, &allocated, &requests, &sets)
             }
         }
     };

@@ -26,6 +26,8 @@ struct State {
     plugin: Option<Box<dyn Any>>,
     cluster: Cluster,
     cycle: Option<Cycle>,
+    /// `node-device-rank`: each node's devices as last sent.
+    devices: HashMap<u32, Vec<Device>>,
 }
 
 thread_local! {
@@ -214,6 +216,48 @@ pub fn rank_devices<P: Plugin>(
         crate::log(crate::types::LogLevel::Warn, &format!("rank-devices: {e}"));
         Vec::new()
     })
+}
+
+/// `node-device-rank.rank-node-devices`: as [`rank_devices`], with the
+/// node's devices those of the last call that carried them when
+/// `devices` is `None` (kept here, per node), and `allocated` giving
+/// their flags now.
+pub fn rank_node_devices<P: Plugin>(
+    node: u32,
+    devices: Option<Vec<Device>>,
+    allocated: &[bool],
+    requests: &[String],
+    sets: &[DeviceSet],
+) -> Vec<u8> {
+    // Out of the state while the plugin ranks (it borrows the state).
+    let kept = with_state::<P, _>(|s| {
+        let kept = s.devices.remove(&node);
+        devices.or(kept)
+    });
+    let Some(mut devices) = kept else {
+        crate::log(
+            crate::types::LogLevel::Warn,
+            &format!("rank-node-devices: no devices kept for node index {node}"),
+        );
+        return Vec::new();
+    };
+    if devices.len() != allocated.len() {
+        crate::log(
+            crate::types::LogLevel::Warn,
+            &format!(
+                "rank-node-devices: {} allocated flags for {} devices of node index {node}",
+                allocated.len(),
+                devices.len()
+            ),
+        );
+        return Vec::new();
+    }
+    for (d, &a) in devices.iter_mut().zip(allocated) {
+        d.allocated = a;
+    }
+    let ranks = rank_devices::<P>(node, &devices, requests, sets);
+    with_state::<P, _>(|s| s.devices.insert(node, devices));
+    ranks
 }
 
 /// `permit.permit`: Permit on the cycle's pod; a plugin that cannot

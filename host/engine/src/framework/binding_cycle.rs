@@ -35,6 +35,7 @@ impl Framework {
             cycle,
             pool: None,
             device_rankers: &[],
+            explaining: false,
         };
         let profile = self.profile();
         let undo = |state: &CycleState| self.unreserve(ctx.pod, state, node.name());

@@ -22,6 +22,9 @@ pub struct CycleContext<'a> {
     pub pool: Option<&'a rayon::ThreadPool>,
     /// The profile's device rankers (DynamicResources consults them).
     pub device_rankers: &'a [Arc<dyn DeviceRanker>],
+    /// The cycle is recorded for an explanation (`--explain`): plugins
+    /// keep what only the explanation needs.
+    pub explaining: bool,
 }
 
 /// Ranks candidate device sets (0..=100 each, higher is better).

@@ -1,6 +1,6 @@
 //! Device rankers: plugins that rank the device sets DynamicResources'
 //! allocator found for a pod's claims on a node (the contract's
-//! `device-rank`, 0.3.0). Upstream's allocator takes the first devices
+//! `device-rank`, 0.3.0, and `node-device-rank`, 0.5.0). Upstream's allocator takes the first devices
 //! that fit; with a ranker the best-ranked set is allocated instead and
 //! the node scores by its best set. Without any, allocation is exactly
 //! upstream's first fit.
@@ -39,4 +39,9 @@ pub struct RankInput<'a> {
     /// `<claim>/<request>` names the sets' devices serve.
     pub requests: Vec<String>,
     pub sets: Vec<DeviceSet>,
+    /// Which devices `devices` are: two inputs with the same key have the
+    /// same devices in the same order (the `allocated` flags aside), so a
+    /// ranker that kept them need not be sent them again. `None`: no such
+    /// promise.
+    pub devices_key: Option<Vec<u64>>,
 }

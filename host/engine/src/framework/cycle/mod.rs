@@ -151,6 +151,7 @@ impl Framework {
             cycle: CYCLE_IDS.fetch_add(1, Ordering::Relaxed),
             pool: (self.workers() > 1).then_some(&self.pool),
             device_rankers: &profile.device_rankers,
+            explaining: recorder.is_some(),
         };
         let mut cycle = Cycle {
             timings: &self.timings,

@@ -235,6 +235,7 @@ pub fn ctx<'a>(pod: &'a Pod, snap: &'a Snapshot) -> CycleContext<'a> {
         cycle: 1,
         pool: None,
         device_rankers: &[],
+        explaining: false,
     }
 }
 

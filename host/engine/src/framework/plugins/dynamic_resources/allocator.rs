@@ -12,6 +12,7 @@
 //! docs/dra.md.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -36,6 +37,9 @@ pub struct SliceData {
     pub cel: Vec<DeviceVal>,
     /// Each device as device rankers see it, and its id.
     pub ranked: Vec<(DeviceId, RankDevice)>,
+    /// Unique to this slice data, of all built in the process: the slices'
+    /// serials name a node's device list ([`RankInput::devices_key`]).
+    pub serial: u64,
     /// Selectors' verdicts on each device, kept for the slice's life: a
     /// selector reads only `device`, so every pod and node after the first
     /// reuses them (upstream evaluates again for each).
@@ -101,10 +105,12 @@ impl SliceData {
             .iter()
             .map(|d| (device_id(&slice, d), rank_device(&slice, d)))
             .collect();
+        static SERIAL: AtomicU64 = AtomicU64::new(0);
         Self {
             slice,
             cel,
             ranked,
+            serial: SERIAL.fetch_add(1, Ordering::Relaxed),
             verdicts: Mutex::default(),
         }
     }
@@ -441,11 +447,12 @@ struct ClaimReq<'a> {
     requests: Vec<Req<'a>>,
 }
 
-/// A device chosen for a claim.
-#[derive(Debug, Clone)]
-struct Chosen {
+/// A device chosen for a claim (copied into each solution found, so it
+/// holds no allocation).
+#[derive(Debug, Clone, Copy)]
+struct Chosen<'a> {
     loc: Loc,
-    request: String,
+    request: &'a str,
     admin: bool,
 }
 
@@ -459,19 +466,21 @@ struct Search<'a> {
     allocating: HashSet<Loc>,
     /// Counters this attempt's devices consume, by pool and set.
     consuming: HashMap<(usize, String), HashMap<String, Nanos>>,
-    results: Vec<Vec<Chosen>>,
+    results: Vec<Vec<Chosen<'a>>>,
     /// The subrequest chosen per claim and request.
     chosen_alt: Vec<Vec<Option<usize>>>,
     /// Per claim constraint: the values of the devices added so far.
     constraint_values: Vec<Vec<Vec<Attr>>>,
     /// Selector verdicts: (device, claim, request, alternative).
-    verdicts: HashMap<(Loc, usize, usize, usize), bool>,
+    verdicts: HashMap<(Loc, usize, usize, usize), bool, foldhash::fast::RandomState>,
+    /// Search steps taken (the clock is read every [`CLOCK_EVERY`]).
+    steps: usize,
     deadline: Option<Instant>,
     /// How many solutions to collect (1: upstream's first fit).
     limit: usize,
     /// The solutions found, in search order (the first is upstream's):
     /// the devices chosen per claim.
-    solutions: Vec<Vec<Vec<Chosen>>>,
+    solutions: Vec<Vec<Vec<Chosen<'a>>>>,
     /// The subrequests the first solution chose: later solutions must
     /// choose the same (a prioritized list's order is not the ranker's
     /// to change).
@@ -623,12 +632,13 @@ impl<'a> Search<'a> {
         if !d.taints.iter().all(tolerated) {
             return Ok(false);
         }
-        let request = alt.exact.name.clone();
+        let exact: &'a Exact = alt.exact;
+        let request: &'a str = &exact.name;
         let parent = self.claims[c].requests[r].name;
         let constraints = &self.claims[c].claim.constraints;
         let mut added: Vec<usize> = Vec::new();
         for (k, con) in constraints.iter().enumerate() {
-            if !applies(con, parent, &request) {
+            if !applies(con, parent, request) {
                 continue;
             }
             let value = d.attributes.get(&con.attribute);
@@ -686,7 +696,7 @@ impl<'a> Search<'a> {
         let parent = self.claims[c].requests[r].name;
         let d = self.device(chosen.loc);
         for (k, con) in self.claims[c].claim.constraints.iter().enumerate() {
-            if applies(con, parent, &chosen.request) && d.attributes.contains_key(&con.attribute) {
+            if applies(con, parent, chosen.request) && d.attributes.contains_key(&con.attribute) {
                 self.constraint_values[c][k].pop();
             }
         }
@@ -751,14 +761,20 @@ impl<'a> Search<'a> {
         n: usize,
         start: Loc,
     ) -> Result<bool, AllocError> {
+        // Reading the clock costs about as much as a step: every
+        // CLOCK_EVERY steps, the first included.
+        let clock = self.steps.is_multiple_of(CLOCK_EVERY);
+        self.steps += 1;
         if self.solutions.is_empty() {
-            self.check_deadline()?;
+            if clock {
+                self.check_deadline()?;
+            }
         } else {
             // Enumerating alternatives: bounded work, and the deadline
             // ends it with what was found rather than failing.
             self.extra_steps += 1;
             if self.extra_steps > ENUMERATION_STEPS
-                || self.deadline.is_some_and(|d| Instant::now() >= d)
+                || (clock && self.deadline.is_some_and(|d| Instant::now() >= d))
             {
                 return Ok(true);
             }
@@ -854,18 +870,24 @@ pub fn allocate(
     claims: &[&Claim],
     deadline: Option<Instant>,
 ) -> Result<Outcome, AllocError> {
-    allocate_ranked(inputs, node, claims, deadline, 1, |_, _| 0)
+    allocate_ranked(inputs, node, claims, deadline, 1, |_, _| 0, true)
 }
 
 /// Search steps spent looking for more solutions after the first.
 pub const ENUMERATION_STEPS: usize = 20_000;
+
+/// Search steps between two readings of the clock for the deadline.
+const CLOCK_EVERY: usize = 64;
 
 /// Allocates `claims` on `node` choosing among up to `limit` solutions:
 /// `choose` gets them as rankers see them (sets in upstream's search
 /// order; all choose the same prioritized-list subrequests; each set's
 /// devices in claim order) with the ids of the node's devices, and returns
 /// the position of the one to allocate. The search after the first
-/// solution is bounded by [`ENUMERATION_STEPS`] and the deadline.
+/// solution is bounded by [`ENUMERATION_STEPS`] and the deadline. Without
+/// `allocation`, the results' `allocation` is `null` (Filter needs only
+/// the devices and scores of every node; the chosen node's allocation is
+/// built again, once).
 pub fn allocate_ranked(
     inputs: &Inputs,
     node: &Node,
@@ -873,6 +895,7 @@ pub fn allocate_ranked(
     deadline: Option<Instant>,
     limit: usize,
     choose: impl FnOnce(RankInput, &[&DeviceId]) -> usize,
+    allocation: bool,
 ) -> Result<Outcome, AllocError> {
     let pools = gather(inputs, node);
     let mut search = Search {
@@ -891,7 +914,8 @@ pub fn allocate_ranked(
             .iter()
             .map(|c| vec![Vec::<Attr>::new(); c.constraints.len()])
             .collect(),
-        verdicts: HashMap::new(),
+        verdicts: HashMap::default(),
+        steps: 0,
         deadline,
         limit: limit.max(1),
         solutions: Vec::new(),
@@ -947,7 +971,9 @@ pub fn allocate_ranked(
     if let Some(alts) = search.first_alts.take() {
         search.chosen_alt = alts;
     }
-    let results = (0..claims.len()).map(|ci| result(&search, ci)).collect();
+    let results = (0..claims.len())
+        .map(|ci| result(&search, ci, allocation))
+        .collect();
     Ok(Outcome::Allocated(results))
 }
 
@@ -956,13 +982,14 @@ pub fn allocate_ranked(
 /// them; with the devices' ids.
 fn rank_input<'a>(
     search: &Search<'a>,
-    solutions: &[Vec<Vec<Chosen>>],
+    solutions: &[Vec<Vec<Chosen<'a>>>],
     claims: &[&Claim],
 ) -> (RankInput<'a>, Vec<&'a DeviceId>) {
     let inputs = search.inputs;
     let mut devices = Vec::new();
     let mut allocated = Vec::new();
     let mut ids = Vec::new();
+    let mut key = Vec::new();
     // First position of each (pool, slice)'s devices.
     let mut base: HashMap<(usize, usize), u32> = HashMap::new();
     for (p, pool) in search.pools.iter().enumerate() {
@@ -971,6 +998,7 @@ fn rank_input<'a>(
         }
         for (si, &i) in pool.slices.iter().enumerate() {
             base.insert((p, si), devices.len() as u32);
+            key.push(inputs.slices[i].serial);
             for (id, d) in &inputs.slices[i].ranked {
                 devices.push(d);
                 allocated.push(inputs.in_use.contains(id));
@@ -991,12 +1019,10 @@ fn rank_input<'a>(
                 for c in chosen {
                     let at = base.get(&(c.loc.pool, c.loc.slice)).copied().unwrap_or(0);
                     set.devices.push(at + c.loc.device as u32);
-                    let r = *request_ix
-                        .entry((ci, c.request.as_str()))
-                        .or_insert_with(|| {
-                            requests.push(format!("{}/{}", claims[ci].name, c.request));
-                            requests.len() as u32 - 1
-                        });
+                    let r = *request_ix.entry((ci, c.request)).or_insert_with(|| {
+                        requests.push(format!("{}/{}", claims[ci].name, c.request));
+                        requests.len() as u32 - 1
+                    });
                     set.requests.push(r);
                 }
             }
@@ -1009,6 +1035,7 @@ fn rank_input<'a>(
             allocated,
             requests,
             sets,
+            devices_key: Some(key),
         },
         ids,
     )
@@ -1136,8 +1163,9 @@ fn all_devices(search: &mut Search, c: usize, r: usize, a: usize) -> Result<Vec<
     Ok(out)
 }
 
-/// The claim's `status.allocation`: results, config, node selector.
-fn result(search: &Search, ci: usize) -> ClaimResult {
+/// The claim's devices and score, and (with `allocation`) its
+/// `status.allocation`: results, config, node selector.
+fn result(search: &Search, ci: usize, allocation: bool) -> ClaimResult {
     let claim = &search.claims[ci];
     let mut results = Vec::new();
     let mut devices = Vec::new();
@@ -1145,6 +1173,11 @@ fn result(search: &Search, ci: usize) -> ClaimResult {
     for ch in &search.results[ci] {
         let sd = search.slice(ch.loc);
         let d = &sd.slice.devices[ch.loc.device];
+        devices.push(sd.ranked[ch.loc.device].0.clone());
+        requests.push(ch.request.to_string());
+        if !allocation {
+            continue;
+        }
         let alt = claim
             .requests
             .iter()
@@ -1164,14 +1197,20 @@ fn result(search: &Search, ci: usize) -> ClaimResult {
                 Value::Array(a.exact.tolerations.iter().map(|t| t.raw.clone()).collect());
         }
         results.push(r);
-        devices.push(device_id(&sd.slice, d));
-        requests.push(ch.request.clone());
     }
     let mut score = 0;
     for (ri, req) in claim.requests.iter().enumerate() {
         if let (true, Some(i)) = (req.first_available, search.chosen_alt[ci][ri]) {
             score += MAX_SUBREQUESTS - i as i64;
         }
+    }
+    if !allocation {
+        return ClaimResult {
+            allocation: Value::Null,
+            devices,
+            requests,
+            score,
+        };
     }
     let mut allocation = json!({
         "devices": {"results": results, "config": config(search, ci)},

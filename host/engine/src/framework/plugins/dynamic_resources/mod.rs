@@ -324,10 +324,16 @@ impl FilterPlugin for DynamicResources {
                 if !ranking {
                     return 0;
                 }
-                rank = ranking::rank(ctx, state, node, input, ids);
+                let named = ctx.explaining.then(|| input.clone());
+                rank = ranking::rank(ctx, state, node, input);
+                if let (Some(r), Some(input)) = (rank.as_mut(), named) {
+                    r.describe(&input, ids);
+                }
                 rank.as_ref().map_or(0, |r| r.chosen)
             };
-            match allocator::allocate_ranked(inputs, n, &claims, deadline, limit, choose) {
+            // Devices and scores only: the chosen node's allocation is
+            // built in Reserve.
+            match allocator::allocate_ranked(inputs, n, &claims, deadline, limit, choose, false) {
                 Err(e) => return Err(Rejection::error(e.0)),
                 Ok(Outcome::None { invalid }) => {
                     return Err(Rejection::unresolvable(if invalid {
@@ -443,12 +449,54 @@ impl ReservePlugin for DynamicResources {
         let results = {
             let mut all = prep.results.lock();
             all.retain(|n, _| n == node.name());
-            all.get(node.name()).cloned()
+            all.remove(node.name())
         };
-        prep.ranks.lock().retain(|n, _| n == node.name());
-        let Some(results) = results else {
+        let rank = {
+            let mut all = prep.ranks.lock();
+            all.retain(|n, _| n == node.name());
+            all.remove(node.name())
+        };
+        let (Some(results), Some(inputs)) = (results, &prep.inputs) else {
             return Err(PluginError("claim allocation not found for node".into()));
         };
+        // The allocation to write, built for this node only: the same
+        // search as Filter's (the same inputs), the ranked choice taken
+        // again.
+        let claims: Vec<&Claim> = prep.to_allocate.iter().map(|&i| &*prep.claims[i]).collect();
+        let limit = if rank.is_some() { self.ranked_sets } else { 1 };
+        let chosen = rank.as_ref().map_or(0, |r| r.chosen);
+        let deadline = self.filter_timeout.map(|t| Instant::now() + t);
+        let built = allocator::allocate_ranked(
+            inputs,
+            &node.node,
+            &claims,
+            deadline,
+            limit,
+            |_, _| chosen,
+            true,
+        );
+        let results = match built {
+            Ok(Outcome::Allocated(built))
+                if built
+                    .iter()
+                    .map(|c| &c.devices)
+                    .eq(results.iter().map(|c| &c.devices)) =>
+            {
+                built
+            }
+            other => {
+                return Err(PluginError(format!(
+                    "claim allocation on node {} changed between Filter and Reserve: {other:?}",
+                    node.name()
+                )))
+            }
+        };
+        prep.results
+            .lock()
+            .insert(node.name().to_string(), results.clone());
+        if let Some(r) = rank {
+            prep.ranks.lock().insert(node.name().to_string(), r);
+        }
         for (&i, r) in prep.to_allocate.iter().zip(&results) {
             let c = &prep.claims[i];
             if !self.store.reserve(c, &ctx.pod.uid, r.devices.clone()) {

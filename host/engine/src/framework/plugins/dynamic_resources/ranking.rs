@@ -28,20 +28,42 @@ pub struct NodeRank {
     pub chosen: usize,
     /// The chosen set's rank (0..=100).
     pub best: i64,
-    /// Every set ranked: its devices and rank.
+    /// Each set's rank, in order.
+    pub ranks: Vec<i64>,
+    /// Every set ranked, its devices and rank: filled in
+    /// ([`NodeRank::describe`]) only when the cycle is explained.
     pub sets: Vec<(Vec<DeviceId>, i64)>,
 }
 
+impl NodeRank {
+    /// Names the devices of the sets `input` offered (the same sets the
+    /// ranks are of).
+    pub fn describe(&mut self, input: &RankInput, ids: &[&DeviceId]) {
+        self.sets = input
+            .sets
+            .iter()
+            .zip(&self.ranks)
+            .map(|(s, &r)| {
+                let devices = s
+                    .devices
+                    .iter()
+                    .filter_map(|&i| ids.get(i as usize).map(|id| (*id).clone()))
+                    .collect();
+                (devices, r)
+            })
+            .collect();
+    }
+}
+
 /// Ranks `input`'s sets with the profile's rankers; `None` when no ranker
-/// answered. `ids` are the ids of `input.devices`.
+/// answered.
 pub fn rank(
     ctx: &CycleContext,
     state: &CycleState,
     node: &NodeInfo,
     input: RankInput,
-    ids: &[&DeviceId],
 ) -> Option<NodeRank> {
-    let (input, ids) = trim(input, ids);
+    let input = trim(input);
     let n = input.sets.len();
     let mut total = vec![0i64; n];
     let mut answered = 0i64;
@@ -83,23 +105,16 @@ pub fn rank(
     Some(NodeRank {
         chosen,
         best: ranks[chosen],
-        sets: input
-            .sets
-            .iter()
-            .zip(ranks)
-            .map(|(s, r)| {
-                let devices = s.devices.iter().map(|&i| ids[i as usize].clone()).collect();
-                (devices, r)
-            })
-            .collect(),
+        ranks,
+        sets: Vec::new(),
     })
 }
 
 /// Past [`MAX_DEVICES`], only the devices the sets use (positions
 /// renumbered).
-fn trim<'a, 'b>(input: RankInput<'a>, ids: &[&'b DeviceId]) -> (RankInput<'a>, Vec<&'b DeviceId>) {
+fn trim(input: RankInput) -> RankInput {
     if input.devices.len() <= MAX_DEVICES {
-        return (input, ids.to_vec());
+        return input;
     }
     let mut map = vec![u32::MAX; input.devices.len()];
     let mut out = RankInput {
@@ -107,8 +122,9 @@ fn trim<'a, 'b>(input: RankInput<'a>, ids: &[&'b DeviceId]) -> (RankInput<'a>, V
         allocated: Vec::new(),
         requests: input.requests,
         sets: Vec::new(),
+        // The sets' devices only: another list for every other set.
+        devices_key: None,
     };
-    let mut out_ids = Vec::new();
     for set in &input.sets {
         let mut s = DeviceSet {
             devices: Vec::new(),
@@ -120,11 +136,10 @@ fn trim<'a, 'b>(input: RankInput<'a>, ids: &[&'b DeviceId]) -> (RankInput<'a>, V
                 map[d] = out.devices.len() as u32;
                 out.devices.push(input.devices[d]);
                 out.allocated.push(input.allocated[d]);
-                out_ids.push(ids[d]);
             }
             s.devices.push(map[d]);
         }
         out.sets.push(s);
     }
-    (out, out_ids)
+    out
 }

@@ -376,6 +376,7 @@ fn first_available_with_backtracking_and_its_score() {
             assert_eq!(ids.len(), input.devices.len());
             0
         },
+        true,
     ) else {
         panic!()
     };
