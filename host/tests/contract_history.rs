@@ -57,6 +57,15 @@ fn gpu_pod() -> Pod {
     PodB::new("train").req(&[("nvidia.com/gpu", "1")]).build()
 }
 
+/// The built-in GpuTopology component.
+fn gpu_topology() -> &'static [u8] {
+    wasmsched::wasm::builtin::BUILTIN
+        .iter()
+        .find(|(name, _)| *name == "gpu-topology")
+        .map(|(_, b)| *b)
+        .unwrap()
+}
+
 /// Scores of nodes `a` and `b` in a fresh cycle.
 fn scores(p: &WasmPlugin, snap: &Snapshot, cycle: &mut u64, nodes: &[u32]) -> Vec<i64> {
     *cycle += 1;
@@ -91,11 +100,7 @@ fn a_component_of_contract_0_3_gets_metric_changes_as_whole_nodes() {
 
 #[test]
 fn gpu_topology_declares_its_metrics_and_follows_value_changes() {
-    let bytes = wasmsched::wasm::builtin::BUILTIN
-        .iter()
-        .find(|(name, _)| *name == "gpu-topology")
-        .map(|(_, b)| *b)
-        .unwrap();
+    let bytes = gpu_topology();
     let p = plugin("GpuTopology", bytes, Minor::Current);
     let declared = p
         .with_current(|inst| Ok(inst.interests.metrics.clone()))
@@ -189,11 +194,7 @@ fn a_component_of_contract_0_3_ranks_devices_sent_on_every_call() {
 
 #[test]
 fn gpu_topology_keeps_each_nodes_devices_and_reads_new_allocated_flags() {
-    let bytes = wasmsched::wasm::builtin::BUILTIN
-        .iter()
-        .find(|(name, _)| *name == "gpu-topology")
-        .map(|(_, b)| *b)
-        .unwrap();
+    let bytes = gpu_topology();
     let exports = PluginModule::compile(bytes).unwrap().exports;
     let p = plugin("GpuTopology", bytes, Minor::Current);
     assert!(exports.node_device_rank, "{exports}");
@@ -201,29 +202,20 @@ fn gpu_topology_keeps_each_nodes_devices_and_reads_new_allocated_flags() {
     let a = snap.set_node(gpu_node("a").build());
     let b = snap.set_node(gpu_node("b").build());
     let mut cycle = 0;
+    let mut rank_on = |node: u32, devices: &[RankDevice], allocated: &[bool], key: u64| {
+        rank(&p, &snap, &mut cycle, node, &input(devices, allocated, key))
+    };
     // Roots pci0 (gpu-0, gpu-1) and pci1 (gpu-2, gpu-3); binpack prefers
     // the root already in use.
     let devices: Vec<RankDevice> = (0..4).map(|i| gpu(i, i / 2)).collect();
-    let ranks = rank(
-        &p,
-        &snap,
-        &mut cycle,
-        a,
-        &input(&devices, &[true, false, false, false], 1),
-    );
+    let ranks = rank_on(a, &devices, &[true, false, false, false], 1);
     assert!(
         ranks[0] > ranks[1] && ranks[1] == ranks[2],
         "gpu-1 beside the used gpu-0: {ranks:?}"
     );
     // Same devices (same key): not sent again; the flags are new, so the
     // plugin must apply them to the devices it kept.
-    let ranks = rank(
-        &p,
-        &snap,
-        &mut cycle,
-        a,
-        &input(&devices, &[false, false, true, false], 1),
-    );
+    let ranks = rank_on(a, &devices, &[false, false, true, false], 1);
     assert!(
         ranks[2] > ranks[0] && ranks[0] == ranks[1],
         "gpu-3 beside the used gpu-2: {ranks:?}"
@@ -232,37 +224,19 @@ fn gpu_topology_keeps_each_nodes_devices_and_reads_new_allocated_flags() {
     // devices it kept, whatever the host holds now (here, gpu-1 and gpu-2
     // swapped roots), which shows they were not sent again.
     let swapped: Vec<RankDevice> = (0..4).map(|i| gpu(i, i % 2)).collect();
-    let kept = rank(
-        &p,
-        &snap,
-        &mut cycle,
-        a,
-        &input(&swapped, &[true, false, false, false], 1),
-    );
+    let kept = rank_on(a, &swapped, &[true, false, false, false], 1);
     assert!(
         kept[0] > kept[1],
         "gpu-1, on the kept root of gpu-0: {kept:?}"
     );
     // A new key: the devices are sent, and gpu-2 is now beside gpu-0.
-    let sent = rank(
-        &p,
-        &snap,
-        &mut cycle,
-        a,
-        &input(&swapped, &[true, false, false, false], 2),
-    );
+    let sent = rank_on(a, &swapped, &[true, false, false, false], 2);
     assert!(
         sent[1] > sent[0] && sent[0] == sent[2],
         "gpu-2 beside the used gpu-0: {sent:?}"
     );
     // Keys are per node: node b's first call sends its devices, whatever
     // key node a had.
-    let on_b = rank(
-        &p,
-        &snap,
-        &mut cycle,
-        b,
-        &input(&swapped, &[true, false, false, false], 1),
-    );
+    let on_b = rank_on(b, &swapped, &[true, false, false, false], 1);
     assert_eq!(on_b, sent);
 }
