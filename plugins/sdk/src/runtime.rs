@@ -38,6 +38,14 @@ fn with_state<P: Plugin, R>(f: impl FnOnce(&mut State) -> R) -> R {
     STATES.with(|s| f(s.borrow_mut().entry(TypeId::of::<P>()).or_default()))
 }
 
+/// The plugin (once initialized) and the cluster it may change.
+fn with_plugin_and_cluster<P: Plugin>(f: impl FnOnce(Option<&P>, &mut Cluster)) {
+    with_state::<P, _>(|s| {
+        let plugin = s.plugin.as_ref().and_then(|p| p.downcast_ref::<P>());
+        f(plugin, &mut s.cluster)
+    })
+}
+
 fn with_plugin<P: Plugin, R>(
     f: impl FnOnce(&P, &Cluster, Option<&Cycle>) -> Result<R, String>,
 ) -> Result<R, String> {
@@ -80,11 +88,7 @@ pub fn init<P: Plugin>(args: &str) -> Result<(), String> {
 /// `lifecycle.apply`: shows each change to the plugin ([`Plugin::observe`])
 /// and applies it to the cluster.
 pub fn apply<P: Plugin>(deltas: Vec<Delta>) {
-    with_state::<P, _>(|s| {
-        let State {
-            plugin, cluster, ..
-        } = s;
-        let plugin = plugin.as_ref().and_then(|p| p.downcast_ref::<P>());
+    with_plugin_and_cluster::<P>(|plugin, cluster| {
         for d in deltas {
             if let Some(p) = plugin {
                 p.observe(&d, cluster);
@@ -299,11 +303,7 @@ fn update_metrics<P: Plugin, T>(
     items: impl IntoIterator<Item = T>,
     mut set: impl FnMut(&mut Cluster, T) -> Option<u32>,
 ) {
-    with_state::<P, _>(|s| {
-        let State {
-            plugin, cluster, ..
-        } = s;
-        let plugin = plugin.as_ref().and_then(|p| p.downcast_ref::<P>());
+    with_plugin_and_cluster::<P>(|plugin, cluster| {
         for item in items {
             let Some(index) = set(cluster, item) else {
                 continue;
