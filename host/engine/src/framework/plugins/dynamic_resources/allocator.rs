@@ -23,7 +23,7 @@ use serde_json::{json, Value};
 use super::cel::{self, Compiled, DeviceVal};
 use crate::framework::{DeviceSet, RankDevice, RankInput};
 use crate::model::dra::{
-    Attr, Claim, Class, Constraint, Device, Exact, Mode, NodeScope, Slice, MAX_RESULTS,
+    Attr, Claim, Class, Constraint, Device, Exact, Mode, NodeScope, Request, Slice, MAX_RESULTS,
     MAX_SUBREQUESTS,
 };
 use crate::model::dra::{CounterSet, Nanos};
@@ -129,6 +129,24 @@ fn device_id(s: &Slice, d: &Device) -> DeviceId {
 pub type InUse =
     imbl::GenericHashSet<DeviceId, foldhash::fast::RandomState, imbl::shared_ptr::DefaultSharedPtr>;
 
+/// A generation per pool (`<driver>/<pool>`) that changes whenever a
+/// device of the pool enters or leaves [`InUse`]: a node whose pools'
+/// generations are the ones of an earlier search has the same devices
+/// free, so the search's result holds again ([`Memo`]). A pool not in
+/// the map is at generation 0.
+pub type PoolGens = imbl::GenericHashMap<
+    String,
+    u64,
+    foldhash::fast::RandomState,
+    imbl::shared_ptr::DefaultSharedPtr,
+>;
+
+/// The pool key of a device id: `<driver>/<pool>` (device names have no
+/// `/`; pool names may).
+pub fn pool_of(id: &str) -> &str {
+    id.rsplit_once('/').map_or(id, |(pool, _)| pool)
+}
+
 /// The slices and classes with their lookups: what changes only when a
 /// slice or class does, so the store builds it once and every cycle until
 /// then shares it.
@@ -144,7 +162,68 @@ pub struct Index {
     consuming: Vec<usize>,
     /// What [`gather`] found for nodes whose candidate slices all name
     /// them (so that it depends on nothing else), by node name.
-    gathered: Mutex<HashMap<String, Arc<Vec<Pool>>>>,
+    gathered: Mutex<HashMap<String, Arc<Gathered>>>,
+    /// Searches answered from a [`Memo`].
+    memo_hits: AtomicU64,
+}
+
+/// A node's pools, and (when they depend on nothing but the slices that
+/// name the node) the searches already done on them.
+struct Gathered {
+    pools: Vec<Pool>,
+    memo: Option<Mutex<Vec<Memo>>>,
+}
+
+impl std::ops::Deref for Gathered {
+    type Target = Vec<Pool>;
+
+    fn deref(&self) -> &Vec<Pool> {
+        &self.pools
+    }
+}
+
+/// Searches kept per node: the pods of a workload ask for the same
+/// devices, and a pod's allocation changes one node's pools; every other
+/// node's answer is the one it gave the previous pod.
+const MEMO_PER_NODE: usize = 4;
+
+/// One search on a node: for claims with these requests and constraints,
+/// at most `limit` solutions, when the node's pools were at `gens`.
+/// Searches that failed or that the deadline cut short are not kept.
+struct Memo {
+    shape: Vec<(Vec<Request>, Vec<Constraint>)>,
+    limit: usize,
+    gens: Vec<u64>,
+    /// The solutions (none: the claims cannot be allocated here), and the
+    /// subrequests the first chose.
+    solutions: Vec<Vec<Vec<Pick>>>,
+    first_alts: Option<Vec<Vec<Option<usize>>>>,
+    /// Whether each device of the node's usable pools is taken (for
+    /// rankers), once asked.
+    allocated: Option<Vec<bool>>,
+}
+
+impl Memo {
+    fn matches(&self, claims: &[&Claim], limit: usize, gens: &[u64]) -> bool {
+        self.limit == limit
+            && self.gens == gens
+            && self.shape.len() == claims.len()
+            && self
+                .shape
+                .iter()
+                .zip(claims)
+                .all(|((r, c), claim)| *r == claim.requests && *c == claim.constraints)
+    }
+}
+
+/// A chosen device as a [`Memo`] keeps it: by request and alternative
+/// index rather than by name.
+#[derive(Debug, Clone, Copy)]
+struct Pick {
+    loc: Loc,
+    r: u32,
+    a: u32,
+    admin: bool,
 }
 
 impl Index {
@@ -175,7 +254,13 @@ impl Index {
             pools,
             consuming,
             gathered: Mutex::default(),
+            memo_hits: AtomicU64::new(0),
         }
+    }
+
+    /// How many searches were answered from a kept one.
+    pub fn memo_hits(&self) -> u64 {
+        self.memo_hits.load(Ordering::Relaxed)
     }
 }
 
@@ -185,6 +270,8 @@ pub struct Inputs {
     index: Arc<Index>,
     /// Devices allocated (outside admin access) or in flight.
     pub in_use: InUse,
+    /// The generation of each pool's devices in `in_use`.
+    pub generations: PoolGens,
     pub cel: Arc<cel::Cache>,
     /// Counters used by the devices in use, by (driver, pool), counter
     /// set and counter.
@@ -209,12 +296,20 @@ impl Inputs {
         Self::with_index(
             Arc::new(Index::new(slices, classes)),
             in_use.into_iter().collect(),
+            PoolGens::default(),
             cel,
         )
     }
 
-    /// The inputs of a cycle from a shared index and the devices taken.
-    pub fn with_index(index: Arc<Index>, in_use: InUse, cel: Arc<cel::Cache>) -> Self {
+    /// The inputs of a cycle from a shared index, the devices taken and
+    /// their pools' generations (which must change with `in_use`: the
+    /// index keeps searches by them).
+    pub fn with_index(
+        index: Arc<Index>,
+        in_use: InUse,
+        generations: PoolGens,
+        cel: Arc<cel::Cache>,
+    ) -> Self {
         let mut consumed: HashMap<(String, String), HashMap<String, HashMap<String, Nanos>>> =
             HashMap::new();
         for &i in &index.consuming {
@@ -238,6 +333,7 @@ impl Inputs {
         Self {
             index,
             in_use,
+            generations,
             cel,
             consumed,
         }
@@ -276,6 +372,8 @@ pub enum Outcome {
 struct Pool {
     driver: String,
     name: String,
+    /// `<driver>/<name>` ([`PoolGens`]' key).
+    key: String,
     /// The slices of the pool that target the node, sorted by name.
     slices: Vec<usize>,
     incomplete: bool,
@@ -295,14 +393,17 @@ struct Loc {
 
 /// [`gather_pools`], kept in the index for a node when only slices that
 /// name it are candidates (nothing else, such as its labels, matters).
-fn gather(inputs: &Inputs, node: &Node) -> Arc<Vec<Pool>> {
+fn gather(inputs: &Inputs, node: &Node) -> Arc<Gathered> {
     let cacheable = inputs.shared.is_empty();
     if cacheable {
         if let Some(p) = inputs.gathered.lock().get(&node.name) {
             return p.clone();
         }
     }
-    let pools = Arc::new(gather_pools(inputs, node));
+    let pools = Arc::new(Gathered {
+        pools: gather_pools(inputs, node),
+        memo: cacheable.then(Mutex::default),
+    });
     if cacheable {
         let mut gathered = inputs.gathered.lock();
         // Bounded by the nodes that have slices.
@@ -409,6 +510,7 @@ fn gather_pools(inputs: &Inputs, node: &Node) -> Vec<Pool> {
             }
         }
         out.push(Pool {
+            key: format!("{driver}/{name}"),
             driver,
             name,
             slices,
@@ -454,13 +556,16 @@ struct Chosen<'a> {
     loc: Loc,
     request: &'a str,
     admin: bool,
+    /// The request and alternative (of the claim) it serves.
+    r: u32,
+    a: u32,
 }
 
 /// The search's state for one node.
 struct Search<'a> {
     inputs: &'a Inputs,
     node: &'a Node,
-    pools: Arc<Vec<Pool>>,
+    pools: Arc<Gathered>,
     claims: Vec<ClaimReq<'a>>,
     /// Devices chosen in this attempt (any claim).
     allocating: HashSet<Loc>,
@@ -487,6 +592,8 @@ struct Search<'a> {
     first_alts: Option<Vec<Vec<Option<usize>>>>,
     /// Search steps taken since the first solution.
     extra_steps: usize,
+    /// The deadline ended the enumeration (its result depends on time).
+    cut: bool,
 }
 
 impl<'a> Search<'a> {
@@ -684,6 +791,8 @@ impl<'a> Search<'a> {
             loc,
             request,
             admin,
+            r: r as u32,
+            a: a as u32,
         });
         Ok(true)
     }
@@ -773,9 +882,11 @@ impl<'a> Search<'a> {
             // Enumerating alternatives: bounded work, and the deadline
             // ends it with what was found rather than failing.
             self.extra_steps += 1;
-            if self.extra_steps > ENUMERATION_STEPS
-                || (clock && self.deadline.is_some_and(|d| Instant::now() >= d))
-            {
+            if self.extra_steps > ENUMERATION_STEPS {
+                return Ok(true);
+            }
+            if clock && self.deadline.is_some_and(|d| Instant::now() >= d) {
+                self.cut = true;
                 return Ok(true);
             }
         }
@@ -921,17 +1032,174 @@ pub fn allocate_ranked(
         solutions: Vec::new(),
         first_alts: None,
         extra_steps: 0,
+        cut: false,
     };
-    for (ci, claim) in claims.iter().enumerate() {
-        let req = prepare(&mut search, ci, claim)?;
+    // The node's pools at the generations of a search already done for
+    // the same claims: its solutions hold.
+    let gens: Vec<u64> = match &search.pools.memo {
+        Some(_) => search
+            .pools
+            .iter()
+            .map(|p| inputs.generations.get(&p.key).copied().unwrap_or(0))
+            .collect(),
+        None => Vec::new(),
+    };
+    let kept = lookup(&search, claims, limit, &gens);
+    for claim in claims {
+        let req = prepare(&search, claim, kept.is_none())?;
         search.claims.push(req);
     }
+    let allocated = match kept {
+        Some(kept) => recall(&mut search, kept),
+        None => {
+            run_search(&mut search, claims)?;
+            keep(&search, claims, limit, gens.clone());
+            None
+        }
+    };
+    if search.solutions.is_empty() {
+        let invalid = search.pools.iter().any(|p| p.invalid.is_some());
+        return Ok(Outcome::None { invalid });
+    }
+    let mut solutions = std::mem::take(&mut search.solutions);
+    let k = if limit <= 1 {
+        0
+    } else {
+        let (input, ids) = rank_input(&search, &solutions, claims, allocated);
+        if let Some(memo) = &search.pools.memo {
+            if let Some(e) = memo
+                .lock()
+                .iter_mut()
+                .find(|e| e.allocated.is_none() && e.matches(claims, limit, &gens))
+            {
+                e.allocated = Some(input.allocated.clone());
+            }
+        }
+        choose(input, &ids).min(solutions.len() - 1)
+    };
+    search.results = solutions.swap_remove(k);
+    // Enumerating backtracked past the solutions: restore the subrequests
+    // they all chose.
+    if let Some(alts) = search.first_alts.take() {
+        search.chosen_alt = alts;
+    }
+    let results = (0..claims.len())
+        .map(|ci| result(&search, ci, allocation))
+        .collect();
+    Ok(Outcome::Allocated(results))
+}
+
+/// What a kept search found: solutions, subrequests of the first, taken
+/// flags.
+type Kept = (
+    Vec<Vec<Vec<Pick>>>,
+    Option<Vec<Vec<Option<usize>>>>,
+    Option<Vec<bool>>,
+);
+
+/// The kept search on the same pools for the same claims, if there is
+/// one.
+fn lookup(search: &Search, claims: &[&Claim], limit: usize, gens: &[u64]) -> Option<Kept> {
+    search.pools.memo.as_ref().and_then(|m| {
+        m.lock()
+            .iter()
+            .find(|e| e.matches(claims, limit, gens))
+            .map(|e| {
+                (
+                    e.solutions.clone(),
+                    e.first_alts.clone(),
+                    e.allocated.clone(),
+                )
+            })
+    })
+}
+
+/// Takes a kept search's solutions as the search's own; returns its
+/// taken flags, if it kept them.
+fn recall(search: &mut Search, (solutions, first_alts, allocated): Kept) -> Option<Vec<bool>> {
+    search.inputs.memo_hits.fetch_add(1, Ordering::Relaxed);
+    search.solutions = solutions
+        .iter()
+        .map(|per_claim| {
+            per_claim
+                .iter()
+                .enumerate()
+                .map(|(c, picks)| picks.iter().map(|p| search.chosen(c, *p)).collect())
+                .collect()
+        })
+        .collect();
+    search.first_alts = first_alts;
+    allocated
+}
+
+/// Keeps the search just done (unless the deadline cut it short) in
+/// place of an older one for the same claims.
+fn keep(search: &Search, claims: &[&Claim], limit: usize, gens: Vec<u64>) {
+    let (Some(memo), false) = (&search.pools.memo, search.cut) else {
+        return;
+    };
+    let entry = Memo {
+        shape: claims
+            .iter()
+            .map(|c| (c.requests.clone(), c.constraints.clone()))
+            .collect(),
+        limit,
+        gens,
+        solutions: search
+            .solutions
+            .iter()
+            .map(|per_claim| {
+                per_claim
+                    .iter()
+                    .map(|chosen| chosen.iter().map(Pick::from).collect())
+                    .collect()
+            })
+            .collect(),
+        first_alts: search.first_alts.clone(),
+        allocated: None,
+    };
+    let mut m = memo.lock();
+    m.retain(|e| !(e.limit == limit && e.shape == entry.shape));
+    if m.len() >= MEMO_PER_NODE {
+        m.remove(0);
+    }
+    m.push(entry);
+}
+
+impl From<&Chosen<'_>> for Pick {
+    fn from(c: &Chosen) -> Self {
+        Pick {
+            loc: c.loc,
+            r: c.r,
+            a: c.a,
+            admin: c.admin,
+        }
+    }
+}
+
+impl<'a> Search<'a> {
+    /// A kept device choice of claim `c`, named again.
+    fn chosen(&self, c: usize, p: Pick) -> Chosen<'a> {
+        let exact: &'a Exact = self.claims[c].requests[p.r as usize].alts[p.a as usize].exact;
+        Chosen {
+            loc: p.loc,
+            request: &exact.name,
+            admin: p.admin,
+            r: p.r,
+            a: p.a,
+        }
+    }
+}
+
+/// The search proper: `All` requests' devices, the claim limit, then
+/// upstream's depth-first search for the solutions.
+fn run_search(search: &mut Search, claims: &[&Claim]) -> Result<(), AllocError> {
     // `All`: every matching device of the node's pools, found now.
     for ci in 0..claims.len() {
         for ri in 0..search.claims[ci].requests.len() {
             for ai in 0..search.claims[ci].requests[ri].alts.len() {
                 if search.claims[ci].requests[ri].alts[ai].exact.mode == Mode::All {
-                    let all = all_devices(&mut search, ci, ri, ai)?;
+                    let all = all_devices(search, ci, ri, ai)?;
                     let alt = &mut search.claims[ci].requests[ri].alts[ai];
                     alt.count = all.len();
                     alt.all = Some(all);
@@ -954,36 +1222,18 @@ pub fn allocate_ranked(
         }
     }
     search.search(0, 0, None, 0, Loc::default())?;
-    if search.solutions.is_empty() {
-        let invalid = search.pools.iter().any(|p| p.invalid.is_some());
-        return Ok(Outcome::None { invalid });
-    }
-    let mut solutions = std::mem::take(&mut search.solutions);
-    let k = if limit <= 1 {
-        0
-    } else {
-        let (input, ids) = rank_input(&search, &solutions, claims);
-        choose(input, &ids).min(solutions.len() - 1)
-    };
-    search.results = solutions.swap_remove(k);
-    // Enumerating backtracked past the solutions: restore the subrequests
-    // they all chose.
-    if let Some(alts) = search.first_alts.take() {
-        search.chosen_alt = alts;
-    }
-    let results = (0..claims.len())
-        .map(|ci| result(&search, ci, allocation))
-        .collect();
-    Ok(Outcome::Allocated(results))
+    Ok(())
 }
 
 /// What rankers see of `solutions` on the search's node: the devices of
 /// its usable pools (in search order), and the sets as positions into
-/// them; with the devices' ids.
+/// them; with the devices' ids. `known`: whether each device is taken, as
+/// a search on the same pool generations found.
 fn rank_input<'a>(
     search: &Search<'a>,
     solutions: &[Vec<Vec<Chosen<'a>>>],
     claims: &[&Claim],
+    known: Option<Vec<bool>>,
 ) -> (RankInput<'a>, Vec<&'a DeviceId>) {
     let inputs = search.inputs;
     let mut devices = Vec::new();
@@ -1001,10 +1251,17 @@ fn rank_input<'a>(
             key.push(inputs.slices[i].serial);
             for (id, d) in &inputs.slices[i].ranked {
                 devices.push(d);
-                allocated.push(inputs.in_use.contains(id));
+                if known.is_none() {
+                    allocated.push(inputs.in_use.contains(id));
+                }
                 ids.push(id);
             }
         }
+    }
+    if let Some(known) = known.filter(|k| k.len() == devices.len()) {
+        allocated = known;
+    } else if allocated.len() != devices.len() {
+        allocated = ids.iter().map(|id| inputs.in_use.contains(*id)).collect();
     }
     let mut requests: Vec<String> = Vec::new();
     let mut request_ix: HashMap<(usize, &str), u32> = HashMap::new();
@@ -1069,39 +1326,45 @@ fn rank_device(s: &Slice, d: &Device) -> RankDevice {
 }
 
 /// The claim's requests with their classes and compiled selectors.
+/// Without `compile`, the selectors are left out (a kept search is
+/// reused: nothing is evaluated).
 fn prepare<'a>(
-    search: &mut Search<'a>,
-    ci: usize,
+    search: &Search<'a>,
     claim: &'a Claim,
+    compile: bool,
 ) -> Result<ClaimReq<'a>, AllocError> {
-    let key = claim.key();
+    let key = || claim.key();
     let mut requests = Vec::new();
     for r in &claim.requests {
         let mut alts = Vec::new();
         for e in &r.alternatives {
             if e.capacity_requests {
                 return Err(AllocError(format!(
-                    "claim {key}, request {}: capacity requests (consumable capacity) are not supported by this scheduler",
+                    "claim {}, request {}: capacity requests (consumable capacity) are not supported by this scheduler",
+                    key(),
                     e.name
                 )));
             }
             let class = search.inputs.classes.get(&e.class).ok_or_else(|| {
                 AllocError(format!(
-                    "claim {key}, request {}: could not retrieve device class {}: deviceclass.resource.k8s.io \"{}\" not found",
-                    e.name, e.class, e.class
+                    "claim {}, request {}: could not retrieve device class {}: deviceclass.resource.k8s.io \"{}\" not found",
+                    key(), e.name, e.class, e.class
                 ))
             })?;
             let mut selectors = Vec::new();
-            for (i, s) in class.selectors.iter().enumerate() {
-                selectors.push((search.inputs.cel.get(s), Source::Class(i)));
-            }
-            for (i, s) in e.selectors.iter().enumerate() {
-                selectors.push((search.inputs.cel.get(s), Source::Claim(i)));
+            if compile {
+                for (i, s) in class.selectors.iter().enumerate() {
+                    selectors.push((search.inputs.cel.get(s), Source::Class(i)));
+                }
+                for (i, s) in e.selectors.iter().enumerate() {
+                    selectors.push((search.inputs.cel.get(s), Source::Claim(i)));
+                }
             }
             let count = match e.mode {
                 Mode::ExactCount(n) if n < 0 || n as usize > MAX_RESULTS * 1024 => {
                     return Err(AllocError(format!(
-                        "claim {key}, request {}: exact count {n} is too large",
+                        "claim {}, request {}: exact count {n} is too large",
+                        key(),
                         e.name
                     )))
                 }
@@ -1121,7 +1384,6 @@ fn prepare<'a>(
             alts,
         });
     }
-    let _ = ci;
     Ok(ClaimReq { claim, requests })
 }
 

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use serde_json::Value;
 
-use super::allocator::{DeviceId, InUse, Index, Inputs, SliceData};
+use super::allocator::{pool_of, DeviceId, InUse, Index, Inputs, PoolGens, SliceData};
 use super::cel;
 use crate::framework::objects::{ApiKind, StatusWrite};
 use crate::model::dra::{self, Claim, Class, Slice};
@@ -87,6 +87,10 @@ struct Inner {
     /// a cycle's inputs cost no rebuild.
     holders: HashMap<DeviceId, u32>,
     in_use: InUse,
+    /// Changed for a pool whenever `in_use` changes for one of its
+    /// devices (to the next value of `generation`).
+    generations: PoolGens,
+    generation: u64,
 }
 
 /// The devices a claim's allocation holds (admin access holds none).
@@ -104,6 +108,9 @@ impl Inner {
             let n = self.holders.entry(d.clone()).or_default();
             *n += 1;
             if *n == 1 {
+                self.generation += 1;
+                self.generations
+                    .insert(pool_of(&d).to_string(), self.generation);
                 self.in_use.insert(d);
             }
         }
@@ -116,6 +123,9 @@ impl Inner {
                 if *n == 0 {
                     self.holders.remove(&d);
                     self.in_use.remove(&d);
+                    self.generation += 1;
+                    self.generations
+                        .insert(pool_of(&d).to_string(), self.generation);
                 }
             }
         }
@@ -403,7 +413,12 @@ impl Store {
                 index
             }
         };
-        Inputs::with_index(index, inner.in_use.clone(), self.cel.clone())
+        Inputs::with_index(
+            index,
+            inner.in_use.clone(),
+            inner.generations.clone(),
+            self.cel.clone(),
+        )
     }
 
     /// Every published device and whether it is taken (allocated outside

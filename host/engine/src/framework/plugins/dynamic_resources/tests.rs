@@ -11,6 +11,7 @@ use super::store::{DEVICE_CLASS, RESOURCE_CLAIM, RESOURCE_SLICE};
 use super::*;
 use crate::framework::objects::object_key;
 use crate::framework::plugins::testutil::N;
+use crate::framework::DeviceSet;
 use crate::model::dra::Claim;
 use crate::model::Node;
 
@@ -769,4 +770,120 @@ fn the_devices_taken_follow_claims_and_reservations() {
         w.allocate("node-2", &["fresh"]),
         Ok(Some(vec![ids(&["driver-a/pool-2/e0"])]))
     );
+}
+
+/// A node's search is kept by its pools' generations and reused while
+/// they stay: over a pseudo-random sequence of allocations, releases and
+/// reservations on two nodes, every search through the store's inputs
+/// (kept searches) finds the devices, the sets and the taken flags that a
+/// new index (nothing kept) finds, for claims of several shapes; and the
+/// kept ones are used (the node nothing happened to is not searched
+/// again).
+#[test]
+fn kept_searches_answer_as_a_new_search_would() {
+    use super::allocator::{allocate_ranked, Inputs};
+    let devices = |n: usize| -> Value {
+        json!((0..n)
+            .map(|d| dev(&format!("d{d}"), json!({"root": {"int": d / 2}}), json!({})))
+            .collect::<Vec<_>>())
+    };
+    let w = World::new(&[
+        class("class-a", "driver-a"),
+        slice("slice-1", "node-1", "pool-1", "driver-a", devices(6)),
+        slice("slice-2", "node-2", "pool-2", "driver-a", devices(6)),
+        claim(
+            "one",
+            json!([exactly("req-0", "class-a", json!({}))]),
+            json!([]),
+        ),
+        claim(
+            "pair",
+            json!([exactly("req-0", "class-a", json!({"count": 2}))]),
+            json!([{"matchAttribute": "driver-a/root"}]),
+        ),
+    ]);
+    let shapes = [w.claim("one"), w.claim("pair")];
+    // What one search answers: per solution the devices, and the sets and
+    // taken flags a ranker sees.
+    type Answer = Option<(Vec<Vec<String>>, Vec<bool>, Vec<DeviceSet>)>;
+    let search = |inputs: &Inputs, node: &str, claim: &Claim| -> Answer {
+        let node: Node = N::new(node).build();
+        let mut seen = None;
+        let outcome = allocate_ranked(
+            inputs,
+            &node,
+            &[claim],
+            None,
+            8,
+            |input, _| {
+                seen = Some((input.allocated.clone(), input.sets.clone()));
+                input.sets.len() - 1
+            },
+            false,
+        )
+        .unwrap();
+        match outcome {
+            Outcome::None { .. } => None,
+            Outcome::Allocated(rs) => {
+                let (allocated, sets) = seen.unwrap();
+                Some((rs.into_iter().map(|r| r.devices).collect(), allocated, sets))
+            }
+        }
+    };
+    let mut seed = 11u64;
+    let mut next = |n: u64| {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (seed >> 33) % n
+    };
+    let mut across = 0;
+    for step in 0..300 {
+        let (node, c) = (1 + next(2), next(8));
+        let name = format!("held-{node}-{c}");
+        match next(4) {
+            0 | 1 => {
+                let mut o = claim(
+                    &name,
+                    json!([exactly("req-0", "class-a", json!({}))]),
+                    json!([]),
+                );
+                o["status"] = json!({"allocation": {"devices": {"results": [
+                    {"request": "req-0", "driver": "driver-a", "pool": format!("pool-{node}"),
+                     "device": format!("d{}", next(6))}]}}});
+                w.store
+                    .apply(&RESOURCE_CLAIM, "v1", &o, &format!("default/{name}"));
+            }
+            2 => w.store.delete(&RESOURCE_CLAIM, &format!("default/{name}")),
+            _ => {
+                let c = w.claim("one");
+                let device = format!("driver-a/pool-{node}/d{}", next(6));
+                if !w.store.reserve(&c, &format!("pod-{step}"), vec![device]) {
+                    w.store.unreserve(&format!("pod-{}", step - 1));
+                }
+            }
+        }
+        let kept = w.store.inputs();
+        let fresh = Inputs::new(
+            kept.slices.clone(),
+            kept.classes.clone(),
+            kept.in_use.iter().cloned().collect(),
+            kept.cel.clone(),
+        );
+        for node in ["node-1", "node-2"] {
+            for shape in &shapes {
+                let want = search(&fresh, node, shape);
+                let hits = kept.memo_hits();
+                assert_eq!(search(&kept, node, shape), want, "step {step}, {node}");
+                across += kept.memo_hits() - hits;
+                // The second time, from what the first kept.
+                let hits = kept.memo_hits();
+                assert_eq!(search(&kept, node, shape), want, "step {step}, {node}");
+                assert_eq!(kept.memo_hits(), hits + 1, "step {step}, {node}");
+            }
+        }
+    }
+    // A step changes at most two pools: most first searches of a step
+    // were kept by the step before.
+    assert!(across > 800, "{across} of 1200 first searches kept");
 }
