@@ -286,6 +286,82 @@ async fn measure(client: &Client, pods: usize, mut start: impl FnMut() -> Child)
     }
 }
 
+/// Upstream's steady state (`steadyState: true`): `in_flight` pods wait
+/// at any time; each pod bound is deleted (as a pod whose node has no
+/// kubelet must be: at once) and another with a claim template created.
+/// Counts the bindings over `secs` seconds from the first; `all` is the
+/// end of that window.
+async fn measure_steady(
+    client: &Client,
+    secs: f64,
+    mut start: impl FnMut() -> Child,
+) -> (Timing, usize) {
+    let measured =
+        |p: &Pod| p.spec.as_ref().and_then(|s| s.scheduler_name.as_deref()) == Some(SCHED);
+    let api: Api<Pod> = Api::namespaced(client.clone(), NS);
+    let mut events = std::pin::pin!(watcher(api.clone(), watcher::Config::default()));
+    loop {
+        if let watcher::Event::InitDone = events.next().await.expect("the watch ended").unwrap() {
+            break;
+        }
+    }
+    let t0 = Instant::now();
+    let server0 = server_cpu_seconds();
+    let mut child = start();
+    let mut tick = tokio::time::interval(Duration::from_millis(200));
+    let (mut first, mut bound, mut counted) = (None::<f64>, HashSet::new(), 0usize);
+    loop {
+        if first.is_some_and(|f| t0.elapsed().as_secs_f64() >= f + secs) {
+            break;
+        }
+        tokio::select! {
+            event = events.next() => match event.expect("the watch ended") {
+                Ok(watcher::Event::Apply(p)) if is_bound(&p) && measured(&p) => {
+                    let name = p.metadata.name.unwrap();
+                    if !bound.insert(name.clone()) {
+                        continue;
+                    }
+                    let at = *first.get_or_insert_with(|| t0.elapsed().as_secs_f64());
+                    if t0.elapsed().as_secs_f64() < at + secs {
+                        counted += 1;
+                    }
+                    let api = api.clone();
+                    let next = bench_dra::pod(&format!("steady-{:06}", bound.len()), NS, SCHED);
+                    tokio::spawn(async move {
+                        let now = kube::api::DeleteParams {
+                            grace_period_seconds: Some(0),
+                            ..Default::default()
+                        };
+                        let _ = api.delete(&name, &now).await;
+                        let pod: Pod = serde_json::from_value(next).unwrap();
+                        api.create(&PostParams::default(), &pod).await.unwrap();
+                    });
+                }
+                Ok(_) => {}
+                Err(e) => eprintln!("watch: {e}"),
+            },
+            _ = tick.tick() => {
+                assert!(t0.elapsed() < Duration::from_secs(600), "bench timed out");
+                if let Some(status) = child.try_wait().unwrap() {
+                    panic!("scheduler exited: {status}");
+                }
+            }
+        }
+    }
+    let all = t0.elapsed().as_secs_f64();
+    let server_cpu = server_cpu_seconds() - server0;
+    let scheduler_cpu = cpu_seconds(child.id());
+    let _ = child.kill();
+    let _ = child.wait();
+    let timing = Timing {
+        first: first.unwrap_or(all),
+        all,
+        server_cpu,
+        scheduler_cpu,
+    };
+    (timing, counted)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "benchmark: scripts/bench-kube"]
 async fn bench_against_kube_scheduler() {
@@ -295,7 +371,20 @@ async fn bench_against_kube_scheduler() {
     let name = std::env::var("BENCH_WORKLOAD").ok();
     // DRA: 5000pods_500nodes, half of the devices held beforehand.
     let dra = (name.as_deref() == Some("dra")).then(|| size("BENCH_INIT_CLAIMS", nodes * 5));
-    let pods = size("BENCH_PODS", if dra.is_some() { nodes * 5 } else { 2000 });
+    // DRA's steady state: BENCH_STEADY seconds of BENCH_PODS (10) pods
+    // waiting at any time.
+    let steady = std::env::var("BENCH_STEADY")
+        .ok()
+        .and_then(|v| v.parse::<f64>().ok())
+        .filter(|_| dra.is_some());
+    let pods = size(
+        "BENCH_PODS",
+        match (dra, steady) {
+            (Some(_), Some(_)) => 10,
+            (Some(_), None) => nodes * 5,
+            _ => 2000,
+        },
+    );
     let workload = name.filter(|_| dra.is_none()).map(|w| {
         <Workload as clap::ValueEnum>::from_str(&w, false)
             .unwrap_or_else(|e| panic!("BENCH_WORKLOAD={w}: {e} (or dra)"))
@@ -399,6 +488,22 @@ async fn bench_against_kube_scheduler() {
         }
         reset(&client, &[NS]).await;
         create(&client, &shape, dra).await;
+        if let Some(secs) = steady {
+            let (t, bound) = measure_steady(&client, secs, start).await;
+            let rate = bound as f64 / secs;
+            eprintln!(
+                "{name}: steady state, {} pods waiting: {bound} pods bound in {secs} s from the first binding \
+                 (at {:.1} s): {rate:.0} pods/s; CPU from the start: API server + etcd {:.1} s, scheduler {:.1} s \
+                 ({:.2} and {:.2} ms per pod bound)",
+                shape.expected,
+                t.first,
+                t.server_cpu,
+                t.scheduler_cpu,
+                t.server_cpu * 1000.0 / bound.max(1) as f64,
+                t.scheduler_cpu * 1000.0 / bound.max(1) as f64,
+            );
+            continue;
+        }
         let pods = shape.expected;
         let t = measure(&client, pods, start).await;
         if dra.is_some() {
