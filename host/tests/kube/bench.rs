@@ -265,14 +265,23 @@ async fn measure(client: &Client, pods: usize, mut start: impl FnMut() -> Child)
                 Ok(_) => {}
                 Err(e) => eprintln!("watch: {e}"),
             },
-            _ = tick.tick() => {
-                assert!(t0.elapsed() < Duration::from_secs(1800), "bench timed out");
-                if let Some(status) = child.try_wait().unwrap() {
-                    panic!("scheduler exited: {status}");
-                }
-            }
+            _ = tick.tick() => alive(&mut child, t0, 1800),
         }
     }
+    finish(child, t0, server0, first)
+}
+
+/// Fails the bench when it ran over `limit` seconds or the scheduler
+/// exited.
+fn alive(child: &mut Child, t0: Instant, limit: u64) {
+    assert!(t0.elapsed() < Duration::from_secs(limit), "bench timed out");
+    if let Some(status) = child.try_wait().unwrap() {
+        panic!("scheduler exited: {status}");
+    }
+}
+
+/// Stops the scheduler started at `t0` and reads the run's CPU.
+fn finish(mut child: Child, t0: Instant, server0: f64, first: Option<f64>) -> Timing {
     let all = t0.elapsed().as_secs_f64();
     let server_cpu = server_cpu_seconds() - server0;
     let scheduler_cpu = cpu_seconds(child.id());
@@ -340,26 +349,10 @@ async fn measure_steady(
                 Ok(_) => {}
                 Err(e) => eprintln!("watch: {e}"),
             },
-            _ = tick.tick() => {
-                assert!(t0.elapsed() < Duration::from_secs(600), "bench timed out");
-                if let Some(status) = child.try_wait().unwrap() {
-                    panic!("scheduler exited: {status}");
-                }
-            }
+            _ = tick.tick() => alive(&mut child, t0, 600),
         }
     }
-    let all = t0.elapsed().as_secs_f64();
-    let server_cpu = server_cpu_seconds() - server0;
-    let scheduler_cpu = cpu_seconds(child.id());
-    let _ = child.kill();
-    let _ = child.wait();
-    let timing = Timing {
-        first: first.unwrap_or(all),
-        all,
-        server_cpu,
-        scheduler_cpu,
-    };
-    (timing, counted)
+    (finish(child, t0, server0, first), counted)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -43,6 +43,17 @@ fn exactly(name: &str, class: &str, extra: Value) -> Value {
     json!({"name": name, "exactly": e})
 }
 
+/// Numbers below `n`, the same sequence for the same seed (a linear
+/// congruential generator).
+fn pseudo_random(mut seed: u64) -> impl FnMut(u64) -> u64 {
+    move |n| {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (seed >> 33) % n
+    }
+}
+
 struct World {
     store: Store,
 }
@@ -678,13 +689,7 @@ fn the_devices_taken_follow_claims_and_reservations() {
     let mut allocated: BTreeMap<u64, (u64, bool)> = BTreeMap::new();
     let mut flight: BTreeMap<u64, (u64, u64)> = BTreeMap::new();
     let mut present: HashSet<u64> = HashSet::new();
-    let mut seed = 7u64;
-    let mut next = |n: u64| {
-        seed = seed
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (seed >> 33) % n
-    };
+    let mut next = pseudo_random(7);
     for step in 0..600 {
         let c = next(5);
         let name = format!("c{c}");
@@ -830,13 +835,7 @@ fn kept_searches_answer_as_a_new_search_would() {
             }
         }
     };
-    let mut seed = 11u64;
-    let mut next = |n: u64| {
-        seed = seed
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (seed >> 33) % n
-    };
+    let mut next = pseudo_random(11);
     let mut across = 0;
     for step in 0..300 {
         let (node, c) = (1 + next(2), next(8));
