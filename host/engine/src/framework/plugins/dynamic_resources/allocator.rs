@@ -1065,8 +1065,11 @@ pub fn allocate_ranked(
     let k = if limit <= 1 {
         0
     } else {
+        let known = allocated.is_some();
         let (input, ids) = rank_input(&search, &solutions, claims, allocated);
-        if let Some(memo) = &search.pools.memo {
+        // The taken flags, kept with the search the first time they are
+        // read (the kept search had none yet).
+        if let (Some(memo), false) = (&search.pools.memo, known) {
             if let Some(e) = memo
                 .lock()
                 .iter_mut()
