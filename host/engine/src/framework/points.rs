@@ -104,17 +104,29 @@ pub trait QueueSortPlugin: Plugin {
 /// PreEnqueue (upstream's `PreEnqueuePlugin`): whether a pending pod may
 /// enter the active queue. A refusal holds the pod gated
 /// (`scheduler_pending_pods{queue="gated"}`): never attempted, no event,
-/// until an update of the pod (or, where [`PreEnqueuePlugin::cluster_events_matter`],
-/// a cluster event) lets it through.
+/// until an update of the pod, or the cluster event that
+/// [`PreEnqueuePlugin::released_by`] names, lets it through.
 pub trait PreEnqueuePlugin: Plugin {
     fn pre_enqueue(&self, pod: &Pod) -> Result<(), String>;
 
-    /// Whether a change elsewhere in the cluster can lift this plugin's
-    /// refusal (upstream's QueueingHints); `false`: only an update of the
-    /// pod itself can.
-    fn cluster_events_matter(&self) -> bool {
-        true
+    /// What besides the pod's own update can lift this plugin's refusal of
+    /// `pod` (upstream's QueueingHints for gated pods). The default: any
+    /// cluster event.
+    fn released_by(&self, _pod: &Pod) -> Release {
+        Release::AnyEvent
     }
+}
+
+/// What may lift a PreEnqueue refusal besides an update of the pod.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Release {
+    /// Nothing else.
+    PodUpdate,
+    /// A change of one object: its kind ([`ApiKind::kind`]) and key
+    /// ([`crate::framework::objects::object_key`]).
+    Object { kind: &'static str, key: String },
+    /// Any cluster event.
+    AnyEvent,
 }
 
 /// A plugin that follows cluster state of its own beside the cache

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use crate::model::Pod;
 
 use super::plugins::scheduling_gates::SchedulingGates;
-use super::points::{PreEnqueuePlugin, QueueSortPlugin, SortKey};
+use super::points::{PreEnqueuePlugin, QueueSortPlugin, Release, SortKey};
 
 pub const INITIAL_BACKOFF_MS: u64 = 1_000;
 pub const MAX_BACKOFF_MS: u64 = 10_000;
@@ -70,9 +70,9 @@ impl PreEnqueue {
         }
     }
 
-    /// `None`: the pod may enter the active queue. `Some(matter)`: it is
-    /// held; `matter`: a cluster event may let it through.
-    fn holds(&self, pod: &Pod) -> Option<bool> {
+    /// `None`: the pod may enter the active queue. `Some(release)`: it is
+    /// held until its update or `release`.
+    fn holds(&self, pod: &Pod) -> Option<Release> {
         let plugins = self
             .profiles
             .iter()
@@ -83,15 +83,15 @@ impl PreEnqueue {
         plugins
             .iter()
             .find(|p| p.pre_enqueue(pod).is_err())
-            .map(|p| p.cluster_events_matter())
+            .map(|p| p.released_by(pod))
     }
 }
 
 /// A pod held at PreEnqueue.
 struct Gated {
     pod: Arc<Pod>,
-    /// A cluster event may let it through (else only its own update).
-    on_events: bool,
+    /// What besides its own update may let it through.
+    release: Release,
 }
 
 /// kube-scheduler's PriorityQueue, with its gated pods (held at PreEnqueue,
@@ -105,6 +105,11 @@ pub struct SchedulingQueue {
     unschedulable: HashMap<String, Entry>,
     /// Pods held at PreEnqueue, by uid.
     gated: HashMap<String, Gated>,
+    /// The uids of the gated pods that any cluster event may let through.
+    gated_any: HashSet<String>,
+    /// The uids of the gated pods waiting for a change of one object, by
+    /// (kind, key).
+    gated_on: HashMap<(&'static str, String), HashSet<String>>,
     attempts: HashMap<String, u32>,
     seq: u64,
     sort: Option<Arc<dyn QueueSortPlugin>>,
@@ -118,6 +123,8 @@ impl Default for SchedulingQueue {
             backoff: Vec::new(),
             unschedulable: HashMap::new(),
             gated: HashMap::new(),
+            gated_any: HashSet::new(),
+            gated_on: HashMap::new(),
             attempts: HashMap::new(),
             seq: 0,
             sort: None,
@@ -202,8 +209,21 @@ impl SchedulingQueue {
     /// A new pending pod: to activeQ, or held while a PreEnqueue plugin
     /// refuses it.
     pub fn add(&mut self, pod: Arc<Pod>) {
-        if let Some(on_events) = self.pre_enqueue.holds(&pod) {
-            self.gated.insert(pod.uid.clone(), Gated { pod, on_events });
+        if let Some(release) = self.pre_enqueue.holds(&pod) {
+            self.ungate(&pod.uid);
+            match &release {
+                Release::PodUpdate => {}
+                Release::AnyEvent => {
+                    self.gated_any.insert(pod.uid.clone());
+                }
+                Release::Object { kind, key } => {
+                    self.gated_on
+                        .entry((kind, key.clone()))
+                        .or_default()
+                        .insert(pod.uid.clone());
+                }
+            }
+            self.gated.insert(pod.uid.clone(), Gated { pod, release });
             return;
         }
         let e = self.entry(pod);
@@ -214,7 +234,7 @@ impl SchedulingQueue {
     /// through moves to activeQ (returns true); one still held is kept as
     /// it is now.
     pub fn update(&mut self, pod: Arc<Pod>) -> bool {
-        if self.gated.remove(&pod.uid).is_none() {
+        if self.ungate(&pod.uid).is_none() {
             return false;
         }
         let uid = pod.uid.clone();
@@ -269,24 +289,66 @@ impl SchedulingQueue {
             let attempts = self.attempts.get(&uid).copied().unwrap_or(1);
             self.backoff.push((now_ms + Self::backoff_ms(attempts), e));
         }
-        let recheck: Vec<String> = self
-            .gated
-            .iter()
-            .filter(|(_, g)| g.on_events)
-            .map(|(uid, _)| uid.clone())
-            .collect();
-        for uid in recheck {
-            if let Some(g) = self.gated.remove(&uid) {
+        let recheck: Vec<String> = self.gated_any.iter().cloned().collect();
+        self.recheck(recheck);
+    }
+
+    /// A change of the object `key` of `kind` (added, changed or deleted):
+    /// the pods held until it changes are checked again. `None`: every
+    /// object of `kind` may have changed (listed again).
+    pub fn on_object_event(&mut self, kind: &'static str, key: Option<&str>) {
+        let uids: Vec<String> = match key {
+            Some(key) => self
+                .gated_on
+                .get(&(kind, key.to_string()))
+                .map(|u| u.iter().cloned().collect())
+                .unwrap_or_default(),
+            None => self
+                .gated_on
+                .iter()
+                .filter(|((k, _), _)| *k == kind)
+                .flat_map(|(_, u)| u.iter().cloned())
+                .collect(),
+        };
+        self.recheck(uids);
+    }
+
+    /// Gated pods through PreEnqueue again, in uid order.
+    fn recheck(&mut self, mut uids: Vec<String>) {
+        uids.sort_unstable();
+        for uid in uids {
+            if let Some(g) = self.ungate(&uid) {
                 self.add(g.pod);
             }
         }
+    }
+
+    /// Takes a pod out of the gated pods.
+    fn ungate(&mut self, uid: &str) -> Option<Gated> {
+        let g = self.gated.remove(uid)?;
+        match &g.release {
+            Release::PodUpdate => {}
+            Release::AnyEvent => {
+                self.gated_any.remove(uid);
+            }
+            Release::Object { kind, key } => {
+                let slot = (*kind, key.clone());
+                if let Some(u) = self.gated_on.get_mut(&slot) {
+                    u.remove(uid);
+                    if u.is_empty() {
+                        self.gated_on.remove(&slot);
+                    }
+                }
+            }
+        }
+        Some(g)
     }
 
     /// A pod that left the queue for good (scheduled or deleted).
     pub fn done(&mut self, uid: &str) {
         self.attempts.remove(uid);
         self.unschedulable.remove(uid);
-        self.gated.remove(uid);
+        self.ungate(uid);
         self.backoff.retain(|(_, e)| e.pod.uid != uid);
     }
 

@@ -6,7 +6,7 @@
 use std::collections::HashSet;
 
 use crate::framework::cache::PodUpdate;
-use crate::framework::objects::{ApiKind, ObjectEvent, PluginReport, StatusWrite};
+use crate::framework::objects::{object_key, ApiKind, ObjectEvent, PluginReport, StatusWrite};
 use crate::framework::{Cache, InformerPlugin};
 use crate::model::Pod;
 
@@ -78,6 +78,15 @@ impl Scheduler {
         });
         if retry {
             cache.queue.on_cluster_event(now_ms);
+        }
+        // The pods held until this object changes.
+        match event {
+            ObjectEvent::Applied { object, .. } => {
+                let key = object_key(kind, object);
+                cache.queue.on_object_event(kind.kind, Some(&key));
+            }
+            ObjectEvent::Deleted(key) => cache.queue.on_object_event(kind.kind, Some(key)),
+            ObjectEvent::Relisted(_) => cache.queue.on_object_event(kind.kind, None),
         }
     }
 

@@ -3,13 +3,14 @@
 //! plugin's own, and the end of a binding cycle.
 
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 
 use super::*;
 use crate::framework::plugins::testutil::{N, P};
+use crate::framework::points::Release;
 use crate::framework::{
     BindAction, InformerPlugin, Plugin, PluginBundle, PluginError, Point, PreBindPlugin,
     PreEnqueuePlugin, Profile, QueueSortPlugin, SortKey,
@@ -17,10 +18,13 @@ use crate::framework::{
 use crate::model::Pod;
 
 /// Holds pods labelled `hold=yes` until opened; a cluster event may open
-/// it.
+/// it, or, for a pod labelled `claim=NAME`, only a change of the claim
+/// `default/NAME`.
+/// Counts the pods it is asked about.
 #[derive(Default)]
 struct Hold {
     open: AtomicBool,
+    asked: AtomicUsize,
 }
 
 impl Plugin for Hold {
@@ -31,11 +35,22 @@ impl Plugin for Hold {
 
 impl PreEnqueuePlugin for Hold {
     fn pre_enqueue(&self, pod: &Pod) -> Result<(), String> {
+        self.asked.fetch_add(1, Ordering::Relaxed);
         let held = pod.labels.get("hold").is_some_and(|v| v == "yes");
         if held && !self.open.load(Ordering::Relaxed) {
             Err("held".into())
         } else {
             Ok(())
+        }
+    }
+
+    fn released_by(&self, pod: &Pod) -> Release {
+        match pod.labels.get("claim") {
+            Some(key) => Release::Object {
+                kind: "ResourceClaim",
+                key: format!("default/{key}"),
+            },
+            None => Release::AnyEvent,
         }
     }
 }
@@ -173,6 +188,40 @@ fn pre_enqueue_holds_a_pod_until_a_cluster_event_lets_it_through() {
     assert!(w.run(0).is_empty(), "nothing re-checks it without an event");
     w.cache.queue.on_cluster_event(0);
     assert_eq!(w.run(0), ["held"]);
+}
+
+/// A pod held until one object changes is asked again only when that
+/// object changes (or its kind is listed again), never on other events;
+/// the pods any event may release are asked on every event.
+#[test]
+fn pods_held_for_one_object_are_asked_again_only_when_it_changes() {
+    let mut w = world(2);
+    w.add(pod("waits", &[("hold", "yes"), ("claim", "a")]));
+    w.add(pod("any", &[("hold", "yes")]));
+    assert!(w.run(0).is_empty());
+    assert_eq!(w.cache.queue.lengths().gated, 2);
+    let asked = || w.hold.asked.load(Ordering::Relaxed);
+    let before = asked();
+    w.cache
+        .queue
+        .on_object_event("ResourceClaim", Some("default/b"));
+    w.cache
+        .queue
+        .on_object_event("DeviceClass", Some("default/a"));
+    assert_eq!(asked(), before, "other objects do not ask again");
+    w.cache.queue.on_cluster_event(0);
+    assert_eq!(asked(), before + 1, "a cluster event asks about `any` only");
+    w.cache
+        .queue
+        .on_object_event("ResourceClaim", Some("default/a"));
+    assert_eq!(asked(), before + 2, "the claim's change asks about `waits`");
+    assert_eq!(w.cache.queue.lengths().gated, 2, "still held: not opened");
+    w.hold.open.store(true, Ordering::Relaxed);
+    w.cache.queue.on_object_event("ResourceClaim", None);
+    assert_eq!(w.run(0), ["waits"], "listing the kind again asks about it");
+    w.cache.queue.on_cluster_event(0);
+    assert_eq!(w.run(0), ["any"]);
+    assert_eq!(w.cache.queue.lengths().gated, 0);
 }
 
 #[test]

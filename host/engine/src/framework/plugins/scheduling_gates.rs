@@ -5,6 +5,7 @@
 
 use std::sync::Arc;
 
+use crate::framework::points::Release;
 use crate::framework::{Plugin, PluginBundle, PreEnqueuePlugin};
 use crate::model::Pod;
 
@@ -33,8 +34,8 @@ impl PreEnqueuePlugin for SchedulingGates {
     }
 
     /// Only the pod's own update removes a gate.
-    fn cluster_events_matter(&self) -> bool {
-        false
+    fn released_by(&self, _pod: &Pod) -> Release {
+        Release::PodUpdate
     }
 }
 

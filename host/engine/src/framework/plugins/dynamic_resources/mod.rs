@@ -44,6 +44,7 @@ use serde_json::Value;
 
 use crate::framework::handle::Handle;
 use crate::framework::objects::{object_key, ApiKind, ObjectEvent, PluginReport, StatusWrite};
+use crate::framework::points::Release;
 use crate::framework::status::default_normalize;
 use crate::framework::{
     BindAction, CycleContext, CycleState, Decision, FilterPlugin, FilterRunner, Filtered,
@@ -159,6 +160,23 @@ impl Plugin for DynamicResources {
 /// A pod's claims, resolved: the claim object of each pod claim that has
 /// one, in order, or the first reason the pod must wait.
 fn resolve(store: &Store, pod: &Pod) -> Result<Vec<Arc<Claim>>, String> {
+    resolve_claims(store, pod).map_err(|e| e.message)
+}
+
+/// Why a pod's claims cannot be used yet.
+struct Unresolved {
+    message: String,
+    /// The claim at fault (missing, invalid, being deleted, not the
+    /// pod's); `None`: the pod's own spec or status is.
+    claim: Option<String>,
+}
+
+/// [`resolve`], naming the claim at fault.
+fn resolve_claims(store: &Store, pod: &Pod) -> Result<Vec<Arc<Claim>>, Unresolved> {
+    let pod_fault = |message| Unresolved {
+        message,
+        claim: None,
+    };
     let mut out = Vec::new();
     for pc in &pod.resource_claims {
         let (name, owned) = match (&pc.claim, &pc.template) {
@@ -168,35 +186,41 @@ fn resolve(store: &Store, pod: &Pod) -> Result<Vec<Arc<Claim>>, String> {
                 // Deliberately no claim.
                 Some(None) => continue,
                 None => {
-                    return Err(format!(
+                    return Err(pod_fault(format!(
                         "pod \"{}\": ResourceClaim not created yet",
                         pod.key()
-                    ))
+                    )))
                 }
             },
             (None, None) => {
-                return Err(format!(
+                return Err(pod_fault(format!(
                     "pod \"{}\", spec.resourceClaim {:?}: none of the supported fields are set",
                     pod.key(),
                     pc.name
-                ))
+                )))
             }
         };
         let key = format!("{}/{name}", pod.namespace);
+        let claim_fault = |message| Unresolved {
+            message,
+            claim: Some(key.clone()),
+        };
         let Some(claim) = store.claim(&key) else {
-            return Err(match store.invalid_claim(&key) {
+            return Err(claim_fault(match store.invalid_claim(&key) {
                 Some(e) => format!("ResourceClaim {key} cannot be used: {e}"),
                 None => format!("could not find ResourceClaim \"{key}\""),
-            });
+            }));
         };
         if claim.deleting {
-            return Err(format!("resourceclaim {name:?} is being deleted"));
+            return Err(claim_fault(format!(
+                "resourceclaim {name:?} is being deleted"
+            )));
         }
         if owned && claim.owner_uid.as_deref() != Some(pod.uid.as_str()) {
-            return Err(format!(
+            return Err(claim_fault(format!(
                 "ResourceClaim {key} was not created for Pod {} (Pod is not owner)",
                 pod.key()
-            ));
+            )));
         }
         out.push(claim);
     }
@@ -209,6 +233,23 @@ impl PreEnqueuePlugin for DynamicResources {
             return Ok(());
         }
         resolve(&self.store, pod).map(|_| ())
+    }
+
+    /// A refusal names one claim: missing, invalid, being deleted or not
+    /// the pod's. Only a change of that claim (or of the pod, which names
+    /// a template's claim in its status) can lift it, so only the pods
+    /// waiting for a claim are checked again when it changes (upstream's
+    /// hint for claims), not every held pod on every DRA event.
+    fn released_by(&self, pod: &Pod) -> Release {
+        match resolve_claims(&self.store, pod) {
+            Err(Unresolved {
+                claim: Some(key), ..
+            }) => Release::Object {
+                kind: store::RESOURCE_CLAIM.kind,
+                key,
+            },
+            _ => Release::PodUpdate,
+        }
     }
 }
 

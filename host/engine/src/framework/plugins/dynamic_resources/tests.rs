@@ -670,6 +670,61 @@ fn bad_objects_are_one_message_for_the_pods_that_use_them() {
     );
 }
 
+/// PreEnqueue's refusal names what can lift it: the claim at fault
+/// (missing, invalid, being deleted, another pod's), or only the pod's
+/// update (a template's claim not in its status yet).
+#[test]
+fn a_pod_held_for_its_claims_waits_for_the_claim_at_fault() {
+    use crate::framework::points::Release;
+    use crate::framework::PreEnqueuePlugin;
+    let plugin = DynamicResources {
+        store: Arc::new(Store::default()),
+        filter_timeout: None,
+        ranked_sets: 0,
+    };
+    let apply = |o: Value| {
+        let kind = if o["kind"] == "DeviceClass" {
+            &DEVICE_CLASS
+        } else {
+            &RESOURCE_CLAIM
+        };
+        plugin.store.apply(kind, "v1", &o, &object_key(kind, &o));
+    };
+    apply(class("class-a", "driver-a"));
+    let on_claim = |key: &str| Release::Object {
+        kind: "ResourceClaim",
+        key: key.into(),
+    };
+    let named = crate::framework::plugins::testutil::P::new("p")
+        .spec(
+            "resourceClaims",
+            json!([{"name": "a", "resourceClaimName": "ca"}, {"name": "b", "resourceClaimName": "cb"}]),
+        )
+        .build();
+    assert!(plugin.pre_enqueue(&named).is_err());
+    assert_eq!(plugin.released_by(&named), on_claim("default/ca"));
+    apply(claim(
+        "ca",
+        json!([exactly("r", "class-a", json!({}))]),
+        json!([]),
+    ));
+    assert_eq!(plugin.released_by(&named), on_claim("default/cb"));
+    apply(claim(
+        "cb",
+        json!([exactly("r", "class-a", json!({}))]),
+        json!([]),
+    ));
+    assert_eq!(plugin.pre_enqueue(&named), Ok(()));
+    let templated = crate::framework::plugins::testutil::P::new("q")
+        .spec(
+            "resourceClaims",
+            json!([{"name": "a", "resourceClaimTemplateName": "t"}]),
+        )
+        .build();
+    assert!(plugin.pre_enqueue(&templated).is_err());
+    assert_eq!(plugin.released_by(&templated), Release::PodUpdate);
+}
+
 /// The devices taken are kept as claims and reservations change (not
 /// rebuilt per cycle): after every step of a long pseudo-random sequence
 /// of claim updates, deletions, reservations and unreservations they equal
