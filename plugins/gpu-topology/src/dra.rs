@@ -38,11 +38,11 @@ fn attr<'a>(d: &'a Device, name: &str) -> Option<&'a str> {
 }
 
 /// The devices grouped by one attribute: each device's group, and each
-/// group's size and allocated devices.
+/// group's size. It depends on the devices' attributes only, so a node's
+/// is kept while its devices stay ([`Groups`]).
 struct Grouping {
     of: Vec<Option<u32>>,
     size: Vec<i64>,
-    used: Vec<i64>,
 }
 
 impl Grouping {
@@ -51,7 +51,6 @@ impl Grouping {
         let mut g = Grouping {
             of: Vec::with_capacity(devices.len()),
             size: Vec::new(),
-            used: Vec::new(),
         };
         for d in devices {
             let Some(v) = attr(d, name) else {
@@ -63,17 +62,43 @@ impl Grouping {
                 None => {
                     values.push(v);
                     g.size.push(0);
-                    g.used.push(0);
                     values.len() - 1
                 }
             };
             g.size[i] += 1;
-            if d.allocated {
-                g.used[i] += 1;
-            }
             g.of.push(Some(i as u32));
         }
         g
+    }
+
+    /// Each group's allocated devices now.
+    fn used(&self, devices: &[Device]) -> Vec<i64> {
+        let mut used = vec![0; self.size.len()];
+        for (g, d) in self.of.iter().zip(devices) {
+            if let (Some(g), true) = (g, d.allocated) {
+                used[*g as usize] += 1;
+            }
+        }
+        used
+    }
+}
+
+/// A node's devices grouped by each of `draGroupAttributes`, in order.
+pub struct Groups(Vec<Grouping>);
+
+impl Groups {
+    pub fn new(cfg: &Config, devices: &[Device]) -> Self {
+        Groups(
+            cfg.dra_group_attributes
+                .iter()
+                .map(|a| Grouping::new(devices, a))
+                .collect(),
+        )
+    }
+
+    /// Whether these are groups of `devices` (as many devices).
+    pub fn fits(&self, devices: &[Device]) -> bool {
+        self.0.iter().all(|g| g.of.len() == devices.len())
     }
 }
 
@@ -139,17 +164,29 @@ pub fn prefer_idle(
 /// The ranks of `sets` (one per set). The devices are grouped once per
 /// call, so a set costs a few integer operations per device.
 pub fn rank(cfg: &Config, policy: Policy, devices: &[Device], sets: &[DeviceSet]) -> Vec<u8> {
-    let groupings: Vec<Grouping> = cfg
-        .dra_group_attributes
-        .iter()
-        .map(|a| Grouping::new(devices, a))
-        .collect();
+    rank_grouped(&Groups::new(cfg, devices), policy, devices, sets)
+}
+
+/// [`rank`] with the devices' [`Groups`] known.
+pub fn rank_grouped(
+    groups: &Groups,
+    policy: Policy,
+    devices: &[Device],
+    sets: &[DeviceSet],
+) -> Vec<u8> {
+    let used: Vec<Vec<i64>> = groups.0.iter().map(|g| g.used(devices)).collect();
     sets.iter()
-        .map(|s| rank_one(&groupings, policy, devices, s))
+        .map(|s| rank_one(groups, &used, policy, devices, s))
         .collect()
 }
 
-fn rank_one(groupings: &[Grouping], policy: Policy, devices: &[Device], set: &DeviceSet) -> u8 {
+fn rank_one(
+    groups: &Groups,
+    used: &[Vec<i64>],
+    policy: Policy,
+    devices: &[Device],
+    set: &DeviceSet,
+) -> u8 {
     let members: Vec<usize> = set
         .devices
         .iter()
@@ -160,9 +197,11 @@ fn rank_one(groupings: &[Grouping], policy: Policy, devices: &[Device], set: &De
         return 0;
     }
     // The first grouping every device of the set is in.
-    let Some(g) = groupings
+    let Some((g, g_used)) = groups
+        .0
         .iter()
-        .find(|g| members.iter().all(|&d| g.of[d].is_some()))
+        .zip(used)
+        .find(|(g, _)| members.iter().all(|&d| g.of[d].is_some()))
     else {
         return if members.len() == 1 { 50 } else { 50 / 3 };
     };
@@ -175,7 +214,7 @@ fn rank_one(groupings: &[Grouping], policy: Policy, devices: &[Device], set: &De
     let (mut total, mut used) = (0i64, 0i64);
     for &t in &touched {
         total += g.size[t as usize];
-        used += g.used[t as usize];
+        used += g_used[t as usize];
     }
     for &d in &members {
         total -= 1;

@@ -22,15 +22,15 @@ pub mod hami;
 mod preemption;
 
 use std::cell::RefCell;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 pub use args::{Config, ModelMatching, ModelRule, Policy};
 use facts::{Facts, Gpus, NodeFacts};
 
 use wasmsched_plugin_sdk::types::{CyclePlan, Delta, KeyInterests, KeySelector, Pod, PodPatch};
 use wasmsched_plugin_sdk::{
-    export_plugin, reject, reject_unresolvable, Cluster, NodeExt, NodeState, Plugin, PodExt,
-    Rejection,
+    export_plugin, reject, reject_unresolvable, Cluster, KeptDevices, NodeExt, NodeState, Plugin,
+    PodExt, Rejection,
 };
 
 /// The extended resource and the node labels and annotation the SDK's
@@ -109,6 +109,9 @@ pub struct GpuTopology {
     hami: hami::HamiState,
     /// Every node's GPU labels and annotations, parsed once per change.
     facts: RefCell<Facts>,
+    /// DRA: each node's device groups, by node index, with the serial of
+    /// the devices they were made from.
+    dra_groups: RefCell<HashMap<u32, (u64, dra::Groups)>>,
 }
 
 /// Logs at debug level through the host (`--log wasmsched=debug` shows
@@ -126,12 +129,47 @@ fn bad_annotation(name: &str, value: &str, why: &str) -> String {
 }
 
 impl GpuTopology {
+    /// The ranks of `sets` on `node`'s devices grouped as `groups`, under
+    /// the pod's policy, idle GPUs first among equals.
+    fn rank_grouped(
+        &self,
+        cycle: &Cycle,
+        pod: &Pod,
+        node: &NodeState,
+        devices: &[wasmsched_plugin_sdk::types::Device],
+        groups: &dra::Groups,
+        sets: &[wasmsched_plugin_sdk::types::DeviceSet],
+    ) -> Vec<u8> {
+        let policy = match &cycle.0 {
+            Some(d) => d.policy,
+            None => pod
+                .annotation(ANN_POLICY)
+                .and_then(Policy::parse)
+                .unwrap_or(self.cfg.policy),
+        };
+        let mut ranks = dra::rank_grouped(groups, policy, devices, sets);
+        if !node.node.metrics.is_empty() {
+            let metric = &self.cfg.utilization_metric;
+            let util = |d: &wasmsched_plugin_sdk::types::Device| {
+                let uuid = dra::uuid(d)?;
+                node.node
+                    .metric(&format!("{metric}/{uuid}"))
+                    .filter(|v| v.is_finite() && *v >= 0.0)
+                    .map(|v| v.min(100.0).round() as u32)
+            };
+            let unknown = self.cfg.unknown_utilization_pct;
+            dra::prefer_idle(&mut ranks, sets, devices, unknown, util);
+        }
+        ranks
+    }
+
     pub fn new(cfg: Config) -> Self {
         GpuTopology {
             cfg,
             unknown_logged: RefCell::new(HashSet::new()),
             hami: hami::HamiState::default(),
             facts: RefCell::new(Facts::default()),
+            dra_groups: RefCell::new(HashMap::new()),
         }
     }
 
@@ -444,27 +482,35 @@ impl Plugin for GpuTopology {
         sets: &[wasmsched_plugin_sdk::types::DeviceSet],
         _cluster: &Cluster,
     ) -> Result<Vec<u8>, String> {
-        let policy = match &cycle.0 {
-            Some(d) => d.policy,
-            None => pod
-                .annotation(ANN_POLICY)
-                .and_then(Policy::parse)
-                .unwrap_or(self.cfg.policy),
-        };
-        let mut ranks = dra::rank(&self.cfg, policy, devices, sets);
-        if !node.node.metrics.is_empty() {
-            let metric = &self.cfg.utilization_metric;
-            let util = |d: &wasmsched_plugin_sdk::types::Device| {
-                let uuid = dra::uuid(d)?;
-                node.node
-                    .metric(&format!("{metric}/{uuid}"))
-                    .filter(|v| v.is_finite() && *v >= 0.0)
-                    .map(|v| v.min(100.0).round() as u32)
-            };
-            let unknown = self.cfg.unknown_utilization_pct;
-            dra::prefer_idle(&mut ranks, sets, devices, unknown, util);
-        }
-        Ok(ranks)
+        let groups = dra::Groups::new(&self.cfg, devices);
+        Ok(self.rank_grouped(cycle, pod, node, devices, &groups, sets))
+    }
+
+    /// As `rank_devices`, with the node's device groups kept while the
+    /// SDK keeps its devices (grouping reads every attribute of every
+    /// device; a call then only counts the allocated ones).
+    #[allow(clippy::too_many_arguments)]
+    fn rank_kept_devices(
+        &self,
+        cycle: &Cycle,
+        pod: &Pod,
+        node: &NodeState,
+        kept: KeptDevices<'_>,
+        _requests: &[String],
+        sets: &[wasmsched_plugin_sdk::types::DeviceSet],
+        _cluster: &Cluster,
+    ) -> Result<Vec<u8>, String> {
+        let mut groups = self.dra_groups.borrow_mut();
+        let entry = groups
+            .entry(node.index)
+            .and_modify(|(serial, g)| {
+                if *serial != kept.serial || !g.fits(kept.devices) {
+                    *serial = kept.serial;
+                    *g = dra::Groups::new(&self.cfg, kept.devices);
+                }
+            })
+            .or_insert_with(|| (kept.serial, dra::Groups::new(&self.cfg, kept.devices)));
+        Ok(self.rank_grouped(cycle, pod, node, kept.devices, &entry.1, sets))
     }
 
     fn filter(

@@ -1135,3 +1135,58 @@ fn binpack_tie_break_keeps_untouched_nodes_whole() {
 
 #[path = "facts_tests.rs"]
 mod facts_tests;
+
+/// DRA ranking through the SDK's kept devices: the node's device groups
+/// are kept while its devices are (allocated flags still count on every
+/// call) and made again when the host sends new devices.
+#[test]
+fn dra_ranks_with_kept_groups_follow_flags_and_new_devices() {
+    use wasmsched_plugin_sdk::types::{Device, DeviceSet};
+    let _env = Env::new("", vec![node()]);
+    runtime::cycle_start::<GpuTopology>(pod("p").build()).expect("cycle_start");
+    let gpu = |name: &str, root: &str| Device {
+        driver: "gpu.example.com".into(),
+        pool: "node-0".into(),
+        name: name.into(),
+        attributes: vec![(dra::PCIE_ROOT.into(), root.into())],
+        capacity: Vec::new(),
+        allocated: false,
+    };
+    let set = |d: &[u32]| DeviceSet {
+        devices: d.to_vec(),
+        requests: d.iter().map(|_| 0).collect(),
+    };
+    let sets = [set(&[0, 1]), set(&[0, 2]), set(&[1]), set(&[3])];
+    let rank = |devices: Option<Vec<Device>>, flags: &[bool]| {
+        runtime::rank_node_devices::<GpuTopology>(0, devices, flags, &[], &sets)
+    };
+    // What a plugin grouping the devices on every call answers.
+    let fresh = |devices: &[Device], flags: &[bool]| {
+        let mut devices = devices.to_vec();
+        for (d, &f) in devices.iter_mut().zip(flags) {
+            d.allocated = f;
+        }
+        dra::rank(&Config::default(), Policy::Binpack, &devices, &sets)
+    };
+    let a = vec![
+        gpu("gpu-0", "pci0"),
+        gpu("gpu-1", "pci1"),
+        gpu("gpu-2", "pci0"),
+        gpu("gpu-3", "pci1"),
+    ];
+    let none = [false; 4];
+    assert_eq!(rank(Some(a.clone()), &none), [0, 100, 0, 0]);
+    let flags = [false, false, true, false];
+    assert_eq!(rank(None, &flags), fresh(&a, &flags));
+    assert_ne!(fresh(&a, &flags), fresh(&a, &none), "the flags matter here");
+    // New devices: gpu-0 and gpu-1 now share a root.
+    let b = vec![
+        gpu("gpu-0", "pci0"),
+        gpu("gpu-1", "pci0"),
+        gpu("gpu-2", "pci1"),
+        gpu("gpu-3", "pci1"),
+    ];
+    assert_eq!(rank(Some(b.clone()), &none), fresh(&b, &none));
+    assert_eq!(rank(None, &flags), fresh(&b, &flags));
+    assert_ne!(fresh(&a, &none), fresh(&b, &none));
+}

@@ -52,6 +52,16 @@ pub use wasmsched_shared::{hami, locality, quantity, selector};
 pub use bindings::wasmsched::plugin::types;
 pub use types::Rejection;
 
+/// A node's devices as the SDK keeps them for device ranking
+/// ([`Plugin::rank_kept_devices`]).
+#[derive(Clone, Copy)]
+pub struct KeptDevices<'a> {
+    /// The devices, with their allocated flags of this call.
+    pub devices: &'a [types::Device],
+    /// Changes whenever the devices (not their flags) may have changed.
+    pub serial: u64,
+}
+
 #[doc(hidden)]
 pub use wit_bindgen as __wit_bindgen;
 
@@ -255,6 +265,26 @@ pub trait Plugin: Sized + 'static {
         _cluster: &Cluster,
     ) -> Result<Vec<u8>, String> {
         Ok(Vec::new())
+    }
+
+    /// [`Plugin::rank_devices`] with the node's devices as the SDK keeps
+    /// them (contract 0.5): `kept.serial` changes whenever the host sends
+    /// the node's devices again (their allocated flags excepted), so what
+    /// a plugin derives from the devices alone can be kept per node and
+    /// serial instead of being derived on every call. The default ranks
+    /// through [`Plugin::rank_devices`].
+    #[allow(clippy::too_many_arguments)]
+    fn rank_kept_devices(
+        &self,
+        cycle: &Self::Cycle,
+        pod: &types::Pod,
+        node: &NodeState,
+        kept: KeptDevices<'_>,
+        requests: &[String],
+        sets: &[types::DeviceSet],
+        cluster: &Cluster,
+    ) -> Result<Vec<u8>, String> {
+        self.rank_devices(cycle, pod, node, kept.devices, requests, sets, cluster)
     }
 
     /// The node metrics the plugin reads (contract 0.4 `metric-interests`,

@@ -14,7 +14,7 @@ use crate::types::{
     Candidate, CyclePlan, Delta, Device, DeviceSet, KeyInterests, PermitDecision, PermitResult,
     Pod, PodPatch, PodStatus, PreemptionAdvice, Rejection,
 };
-use crate::Plugin;
+use crate::{KeptDevices, Plugin};
 
 struct Cycle {
     pod: Pod,
@@ -26,8 +26,11 @@ struct State {
     plugin: Option<Box<dyn Any>>,
     cluster: Cluster,
     cycle: Option<Cycle>,
-    /// `node-device-rank`: each node's devices as last sent.
-    devices: HashMap<u32, Vec<Device>>,
+    /// `node-device-rank`: each node's devices as last sent, with their
+    /// serial (a new one each time devices are sent).
+    devices: HashMap<u32, (u64, Vec<Device>)>,
+    /// The last serial given.
+    serial: u64,
 }
 
 thread_local! {
@@ -236,9 +239,15 @@ pub fn rank_node_devices<P: Plugin>(
     // Out of the state while the plugin ranks (it borrows the state).
     let kept = with_state::<P, _>(|s| {
         let kept = s.devices.remove(&node);
-        devices.or(kept)
+        match devices {
+            Some(d) => {
+                s.serial += 1;
+                Some((s.serial, d))
+            }
+            None => kept,
+        }
     });
-    let Some(mut devices) = kept else {
+    let Some((serial, mut devices)) = kept else {
         crate::log(
             crate::types::LogLevel::Warn,
             &format!("rank-node-devices: no devices kept for node index {node}"),
@@ -259,8 +268,21 @@ pub fn rank_node_devices<P: Plugin>(
     for (d, &a) in devices.iter_mut().zip(allocated) {
         d.allocated = a;
     }
-    let ranks = rank_devices::<P>(node, &devices, requests, sets);
-    with_state::<P, _>(|s| s.devices.insert(node, devices));
+    let ranks = with_cycle::<P, _>(|plugin, cycle, pod, cluster| {
+        let n = cluster
+            .node(node)
+            .ok_or_else(|| format!("node index {node} unknown to plugin"))?;
+        let kept = KeptDevices {
+            devices: &devices,
+            serial,
+        };
+        plugin.rank_kept_devices(cycle, pod, n, kept, requests, sets, cluster)
+    })
+    .unwrap_or_else(|e| {
+        crate::log(crate::types::LogLevel::Warn, &format!("rank-devices: {e}"));
+        Vec::new()
+    });
+    with_state::<P, _>(|s| s.devices.insert(node, (serial, devices)));
     ranks
 }
 
