@@ -1243,14 +1243,14 @@ fn rank_input<'a>(
     let mut allocated = Vec::new();
     let mut ids = Vec::new();
     let mut key = Vec::new();
-    // First position of each (pool, slice)'s devices.
-    let mut base: HashMap<(usize, usize), u32> = HashMap::new();
+    // First position of each pool's slices' devices.
+    let mut base: Vec<Vec<u32>> = vec![Vec::new(); search.pools.len()];
     for (p, pool) in search.pools.iter().enumerate() {
         if pool.incomplete || pool.invalid.is_some() {
             continue;
         }
-        for (si, &i) in pool.slices.iter().enumerate() {
-            base.insert((p, si), devices.len() as u32);
+        for &i in &pool.slices {
+            base[p].push(devices.len() as u32);
             key.push(inputs.slices[i].serial);
             for (id, d) in &inputs.slices[i].ranked {
                 devices.push(d);
@@ -1267,7 +1267,8 @@ fn rank_input<'a>(
         allocated = ids.iter().map(|id| inputs.in_use.contains(*id)).collect();
     }
     let mut requests: Vec<String> = Vec::new();
-    let mut request_ix: HashMap<(usize, &str), u32> = HashMap::new();
+    // (claim, request) of each of `requests` (a few: searched in order).
+    let mut request_ix: Vec<(usize, &str)> = Vec::new();
     let sets = solutions
         .iter()
         .map(|per_claim| {
@@ -1277,13 +1278,21 @@ fn rank_input<'a>(
             };
             for (ci, chosen) in per_claim.iter().enumerate() {
                 for c in chosen {
-                    let at = base.get(&(c.loc.pool, c.loc.slice)).copied().unwrap_or(0);
+                    let at = base
+                        .get(c.loc.pool)
+                        .and_then(|b| b.get(c.loc.slice))
+                        .copied()
+                        .unwrap_or(0);
                     set.devices.push(at + c.loc.device as u32);
-                    let r = *request_ix.entry((ci, c.request)).or_insert_with(|| {
-                        requests.push(format!("{}/{}", claims[ci].name, c.request));
-                        requests.len() as u32 - 1
-                    });
-                    set.requests.push(r);
+                    let r = match request_ix.iter().position(|&k| k == (ci, c.request)) {
+                        Some(r) => r,
+                        None => {
+                            request_ix.push((ci, c.request));
+                            requests.push(format!("{}/{}", claims[ci].name, c.request));
+                            requests.len() - 1
+                        }
+                    };
+                    set.requests.push(r as u32);
                 }
             }
             set
