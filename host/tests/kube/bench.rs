@@ -29,10 +29,17 @@ const NS: &str = "bench";
 const SCHED: &str = "bench-scheduler";
 
 fn size(var: &str, default: usize) -> usize {
-    std::env::var(var)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
+    number(var).unwrap_or(default)
+}
+
+/// A number the environment sets for the benchmark, if set; a value that
+/// is not one stops the run with one line naming the variable.
+fn number<T: std::str::FromStr>(var: &str) -> Option<T> {
+    let v = std::env::var(var).ok()?;
+    match v.trim().parse() {
+        Ok(n) => Some(n),
+        Err(_) => panic!("{var}={v:?}: not a number"),
+    }
 }
 
 /// What the benchmark creates: the nodes, the pods bound beforehand
@@ -366,10 +373,17 @@ async fn bench_against_kube_scheduler() {
     let dra = (name.as_deref() == Some("dra")).then(|| size("BENCH_INIT_CLAIMS", nodes * 5));
     // DRA's steady state: BENCH_STEADY seconds of BENCH_PODS (10) pods
     // waiting at any time.
-    let steady = std::env::var("BENCH_STEADY")
-        .ok()
-        .and_then(|v| v.parse::<f64>().ok())
-        .filter(|_| dra.is_some());
+    let steady = number::<f64>("BENCH_STEADY");
+    assert!(
+        steady.is_none() || dra.is_some(),
+        "BENCH_STEADY: upstream's steady state is a DRA workload (set BENCH_WORKLOAD=dra)"
+    );
+    if let Some(s) = steady {
+        assert!(
+            s.is_finite() && s > 0.0,
+            "BENCH_STEADY={s}: a number of seconds, more than 0"
+        );
+    }
     let pods = size(
         "BENCH_PODS",
         match (dra, steady) {
