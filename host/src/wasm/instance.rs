@@ -55,6 +55,9 @@ pub struct Instance {
     /// `node-device-rank`: by node, the key of the devices the plugin
     /// keeps (the last ones it was sent for the node).
     kept_devices: HashMap<u32, Vec<u64>>,
+    /// The device sets of the last ranking call, reused by the next (no
+    /// allocation per set and call once the lists have grown).
+    rank_sets: Vec<wit::DeviceSet>,
 }
 
 impl Instance {
@@ -97,6 +100,7 @@ impl Instance {
             cycle: None,
             interests: Interests::default(),
             kept_devices: HashMap::new(),
+            rank_sets: Vec::new(),
         };
         let version = inst.call(limits.init_timeout, |s, i| i.lifecycle.contract_version(s))?;
         if super::module::minor_of(&version) != Some(module.indices.minor) {
@@ -301,19 +305,21 @@ impl Instance {
     /// `input.devices_key`.
     pub fn rank_devices(&mut self, node: u32, input: &RankInput) -> Result<Vec<u8>, PluginFailure> {
         let t = self.limits.call_timeout;
-        let sets: Vec<wit::DeviceSet> = input
-            .sets
-            .iter()
-            .map(|s| wit::DeviceSet {
-                devices: s.devices.clone(),
-                requests: s.requests.clone(),
-            })
-            .collect();
-        if self.funcs.node_device_rank.is_some() {
-            // Forgotten until the call succeeds: after a failure the
-            // plugin may or may not have kept what was sent.
-            let kept = self.kept_devices.remove(&node);
-            let send = input.devices_key.is_none() || kept != input.devices_key;
+        let mut sets = std::mem::take(&mut self.rank_sets);
+        sets.truncate(input.sets.len());
+        sets.resize_with(input.sets.len(), || wit::DeviceSet {
+            devices: Vec::new(),
+            requests: Vec::new(),
+        });
+        for (w, s) in sets.iter_mut().zip(&input.sets) {
+            w.devices.clear();
+            w.devices.extend_from_slice(&s.devices);
+            w.requests.clear();
+            w.requests.extend_from_slice(&s.requests);
+        }
+        let out = if self.funcs.node_device_rank.is_some() {
+            let send = input.devices_key.is_none()
+                || self.kept_devices.get(&node) != input.devices_key.as_ref();
             let devices = send.then(|| wit_devices(input));
             let out = self.call(t, |s, i| match &i.node_device_rank {
                 Some(f) => f.rank_node_devices(
@@ -325,17 +331,31 @@ impl Instance {
                     &sets,
                 ),
                 None => Ok(Vec::new()),
-            })?;
-            if let Some(key) = &input.devices_key {
-                self.kept_devices.insert(node, key.clone());
+            });
+            match (&out, &input.devices_key) {
+                // Sent and kept: known by their key from now on.
+                (Ok(_), Some(key)) if send => {
+                    self.kept_devices.insert(node, key.clone());
+                }
+                // Kept as before.
+                (Ok(_), _) if !send => {}
+                // Sent without a key (only the sets' devices), or a failure
+                // (the plugin may or may not have kept what was sent): sent
+                // again next time.
+                _ => {
+                    self.kept_devices.remove(&node);
+                }
             }
-            return Ok(out);
-        }
-        let devices = wit_devices(input);
-        self.call(t, |s, i| match &i.device_rank {
-            Some(f) => f.rank_devices(s, node, &devices, &input.requests, &sets),
-            None => Ok(Vec::new()),
-        })
+            out
+        } else {
+            let devices = wit_devices(input);
+            self.call(t, |s, i| match &i.device_rank {
+                Some(f) => f.rank_devices(s, node, &devices, &input.requests, &sets),
+                None => Ok(Vec::new()),
+            })
+        };
+        self.rank_sets = sets;
+        out
     }
 
     pub fn permit(&mut self, node: u32) -> Result<wit::PermitResult, PluginFailure> {

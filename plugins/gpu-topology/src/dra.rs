@@ -175,9 +175,19 @@ pub fn rank_grouped(
     sets: &[DeviceSet],
 ) -> Vec<u8> {
     let used: Vec<Vec<i64>> = groups.0.iter().map(|g| g.used(devices)).collect();
+    let mut scratch = Scratch::default();
     sets.iter()
-        .map(|s| rank_one(groups, &used, policy, devices, s))
+        .map(|s| rank_one(groups, &used, policy, devices, s, &mut scratch))
         .collect()
+}
+
+/// The lists one set's rank needs, reused from set to set (a call ranks
+/// up to hundreds of sets).
+#[derive(Default)]
+struct Scratch {
+    members: Vec<usize>,
+    of: Vec<u32>,
+    touched: Vec<u32>,
 }
 
 fn rank_one(
@@ -186,13 +196,20 @@ fn rank_one(
     policy: Policy,
     devices: &[Device],
     set: &DeviceSet,
+    scratch: &mut Scratch,
 ) -> u8 {
-    let members: Vec<usize> = set
-        .devices
-        .iter()
-        .map(|&i| i as usize)
-        .filter(|&i| i < devices.len())
-        .collect();
+    let Scratch {
+        members,
+        of,
+        touched,
+    } = scratch;
+    members.clear();
+    members.extend(
+        set.devices
+            .iter()
+            .map(|&i| i as usize)
+            .filter(|&i| i < devices.len()),
+    );
     if members.is_empty() {
         return 0;
     }
@@ -205,18 +222,20 @@ fn rank_one(
     else {
         return if members.len() == 1 { 50 } else { 50 / 3 };
     };
-    let of: Vec<u32> = members.iter().filter_map(|&d| g.of[d]).collect();
+    of.clear();
+    of.extend(members.iter().filter_map(|&d| g.of[d]));
     // Packing over the groups the set touches: the share of their devices
     // outside the set already allocated.
-    let mut touched: Vec<u32> = of.clone();
+    touched.clear();
+    touched.extend_from_slice(of);
     touched.sort_unstable();
     touched.dedup();
     let (mut total, mut used) = (0i64, 0i64);
-    for &t in &touched {
+    for &t in touched.iter() {
         total += g.size[t as usize];
         used += g_used[t as usize];
     }
-    for &d in &members {
+    for &d in members.iter() {
         total -= 1;
         if devices[d].allocated {
             used -= 1;
