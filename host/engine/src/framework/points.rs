@@ -115,6 +115,14 @@ pub trait PreEnqueuePlugin: Plugin {
     fn released_by(&self, _pod: &Pod) -> Release {
         Release::AnyEvent
     }
+
+    /// `None` when the pod may enter the active queue, else what may
+    /// release it: [`PreEnqueuePlugin::pre_enqueue`] then
+    /// [`PreEnqueuePlugin::released_by`]; a plugin that finds both in one
+    /// walk answers here.
+    fn hold(&self, pod: &Pod) -> Option<Release> {
+        self.pre_enqueue(pod).err().map(|_| self.released_by(pod))
+    }
 }
 
 /// What may lift a PreEnqueue refusal besides an update of the pod.

@@ -80,10 +80,7 @@ impl PreEnqueue {
             .or(self.profiles.first())
             .map(|(_, p)| p.as_slice())
             .unwrap_or_default();
-        plugins
-            .iter()
-            .find(|p| p.pre_enqueue(pod).is_err())
-            .map(|p| p.released_by(pod))
+        plugins.iter().find_map(|p| p.hold(pod))
     }
 }
 

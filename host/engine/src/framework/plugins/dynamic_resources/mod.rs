@@ -241,14 +241,23 @@ impl PreEnqueuePlugin for DynamicResources {
     /// waiting for a claim are checked again when it changes (upstream's
     /// hint for claims), not every held pod on every DRA event.
     fn released_by(&self, pod: &Pod) -> Release {
+        self.hold(pod).unwrap_or(Release::PodUpdate)
+    }
+
+    /// One walk of the pod's claims for both answers.
+    fn hold(&self, pod: &Pod) -> Option<Release> {
+        if pod.resource_claims.is_empty() {
+            return None;
+        }
         match resolve_claims(&self.store, pod) {
+            Ok(_) => None,
             Err(Unresolved {
                 claim: Some(key), ..
-            }) => Release::Object {
+            }) => Some(Release::Object {
                 kind: store::RESOURCE_CLAIM.kind,
                 key,
-            },
-            _ => Release::PodUpdate,
+            }),
+            Err(_) => Some(Release::PodUpdate),
         }
     }
 }
