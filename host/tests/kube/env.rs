@@ -87,18 +87,27 @@ pub async fn reset(client: &Client, namespaces: &[&str]) {
             .delete_collection(&DeleteParams::default(), &ListParams::default())
             .await;
     }
+    let one = ListParams::default().limit(1);
     wait_until("cleanup", Duration::from_secs(60), || async {
-        pods.list(&ListParams::default())
-            .await
-            .map(|l| l.items.is_empty())
-            .unwrap_or(false)
-            && nodes
-                .list(&ListParams::default())
-                .await
-                .map(|l| l.items.is_empty())
-                .unwrap_or(false)
+        listed_none(pods.list(&one).await) && listed_none(nodes.list(&one).await)
     })
     .await;
+    // The API server goes on deleting a collection after the request has
+    // timed out (thousands of a benchmark's Events take longer than its
+    // minute): wait for the Events too, so that the next test (and the
+    // next scheduler a benchmark measures) starts on a quiet server.
+    for ns in namespaces {
+        let events: Api<Event> = Api::namespaced(client.clone(), ns);
+        wait_until("the Events' cleanup", Duration::from_secs(300), || async {
+            listed_none(events.list(&one).await)
+        })
+        .await;
+    }
+}
+
+/// A list that succeeded and is empty.
+fn listed_none<K: Clone>(list: kube::Result<kube::api::ObjectList<K>>) -> bool {
+    list.is_ok_and(|l| l.items.is_empty())
 }
 
 /// Polls `f` every 100 ms until it is true; panics after `limit` (a bound
