@@ -52,14 +52,7 @@ impl EventSink {
         note: &str,
         profile: &str,
     ) -> Result<(), kube::Error> {
-        let regarding = ObjectReference {
-            api_version: Some("v1".into()),
-            kind: Some("Pod".into()),
-            name: Some(pod.name.clone()),
-            namespace: Some(pod.namespace.clone()),
-            uid: Some(pod.uid.clone()),
-            ..Default::default()
-        };
+        let regarding = pod_reference(pod);
         self.publish_about(regarding, &pod.uid, warning, reason, action, note, profile)
             .await
     }
@@ -116,9 +109,50 @@ impl EventSink {
         recorder.publish(&event, &regarding).await
     }
 
+    /// An Event about `pod` that starts no series (a pod's `Scheduled`,
+    /// its last): the request, to be awaited anywhere, so that several
+    /// are written at once.
+    pub fn publish_once(
+        &self,
+        pod: &PodRef,
+        reason: &str,
+        action: &str,
+        note: &str,
+        reporter: &str,
+    ) -> impl std::future::Future<Output = Result<(), kube::Error>> + Send + 'static {
+        let recorder = Recorder::new(
+            self.client.clone(),
+            Reporter {
+                controller: reporter.to_string(),
+                instance: Some(self.identity.clone()),
+            },
+        );
+        let regarding = pod_reference(pod);
+        let event = Event {
+            type_: EventType::Normal,
+            reason: reason.to_string(),
+            note: Some(truncate(note, MAX_NOTE)),
+            action: action.to_string(),
+            secondary: None,
+        };
+        async move { recorder.publish(&event, &regarding).await }
+    }
+
     /// Forgets a pod's series (it was bound or deleted).
     pub fn forget(&mut self, uid: &str) {
         self.recorders.retain(|(_, k), _| k != uid);
+    }
+}
+
+/// What an Event about `pod` is about.
+fn pod_reference(pod: &PodRef) -> ObjectReference {
+    ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("Pod".into()),
+        name: Some(pod.name.clone()),
+        namespace: Some(pod.namespace.clone()),
+        uid: Some(pod.uid.clone()),
+        ..Default::default()
     }
 }
 

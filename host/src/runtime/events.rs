@@ -10,6 +10,15 @@
 //! exist): a repeat of the same message is folded into the existing
 //! Event's `series`, written at most once per [`SERIES_INTERVAL`], and the
 //! condition is written only when its message changes.
+//!
+//! A pod's `Scheduled` Event, one per binding, is written beside the
+//! others: up to [`EVENTS_IN_FLIGHT`] at once, so that the Events keep up
+//! with the bindings instead of trailing them by one round trip each. When
+//! more than [`MAX_QUEUED`] reports wait all the same, a `Scheduled` Event
+//! is dropped and counted (`wasmsched_events_total{action="dropped"}`), as
+//! client-go's event broadcaster drops beyond its queue of 1000: the
+//! reports' memory stays bounded, and the pod's binding is still in its
+//! `spec.nodeName` and condition.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -25,6 +34,12 @@ use super::client::Throttle;
 use super::event_sink::EventSink;
 use super::metrics::SchedulerMetrics;
 use crate::model::Pod;
+
+/// `Scheduled` Events written at once.
+pub const EVENTS_IN_FLIGHT: usize = 16;
+
+/// Reports waiting beyond which a `Scheduled` Event is dropped.
+pub const MAX_QUEUED: usize = 1000;
 
 /// How often a repeated failure may update its Event.
 pub const SERIES_INTERVAL: Duration = Duration::from_secs(30);
@@ -120,6 +135,8 @@ pub struct Recorder {
     /// reason was last written.
     subject: Option<Subject>,
     warned: HashMap<&'static str, Instant>,
+    /// Permits for the `Scheduled` Events being written.
+    in_flight: Arc<tokio::sync::Semaphore>,
 }
 
 impl Recorder {
@@ -138,6 +155,7 @@ impl Recorder {
             condition: HashMap::new(),
             subject: None,
             warned: HashMap::new(),
+            in_flight: Arc::new(tokio::sync::Semaphore::new(EVENTS_IN_FLIGHT)),
         }
     }
 
@@ -155,26 +173,57 @@ impl Recorder {
         loop {
             tokio::select! {
                 r = rx.recv() => match r {
-                    Some(r) => self.handle(r).await,
+                    Some(r) => {
+                        let queued = rx.len();
+                        self.handle(r, queued).await
+                    }
                     None => break,
                 },
                 _ = tick.tick() => self.flush(false).await,
             }
         }
+        // The Events still being written end before the recorder does.
+        let _ = self.in_flight.acquire_many(EVENTS_IN_FLIGHT as u32).await;
         self.flush(true).await;
     }
 
-    async fn handle(&mut self, report: Report) {
+    /// One report; `queued` more wait behind it.
+    async fn handle(&mut self, report: Report, queued: usize) {
         super::verbose::log(&report);
         super::ops_metrics::OpsMetrics::global().report(&report);
         match report {
             Report::Scheduled { pod, node, profile } => {
                 self.series.remove(&pod.uid);
                 self.condition.remove(&pod.uid);
-                let msg = format!("Successfully assigned {} to {node}", pod.key());
-                self.create_event(&pod, "Normal", "Scheduled", &msg, &profile)
-                    .await;
                 self.sink.forget(&pod.uid);
+                if queued >= MAX_QUEUED {
+                    self.metrics
+                        .events
+                        .with_label_values(&["Scheduled", "dropped"])
+                        .inc();
+                    return;
+                }
+                let msg = format!("Successfully assigned {} to {node}", pod.key());
+                self.throttle.wait().await;
+                let Ok(permit) = self.in_flight.clone().acquire_owned().await else {
+                    return;
+                };
+                let write = self
+                    .sink
+                    .publish_once(&pod, "Scheduled", "Binding", &msg, &profile);
+                let metrics = self.metrics.clone();
+                tokio::spawn(async move {
+                    let _permit = permit;
+                    match write.await {
+                        Ok(()) => metrics
+                            .events
+                            .with_label_values(&["Scheduled", "created"])
+                            .inc(),
+                        Err(e) => {
+                            tracing::warn!(pod = %pod.key(), reason = "Scheduled", error = %e, "writing an event failed")
+                        }
+                    }
+                });
             }
             Report::Failed {
                 pod,
@@ -400,5 +449,128 @@ impl Recorder {
                 false
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::future::Future;
+    use std::pin::Pin;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::task::{Context, Poll};
+
+    use super::*;
+
+    /// An API server that holds every request until `open` says so,
+    /// counting how many it holds at once, then answers with the object
+    /// it was sent (as a create does).
+    #[derive(Clone)]
+    struct SlowApi {
+        held: Arc<AtomicUsize>,
+        most: Arc<AtomicUsize>,
+        written: Arc<AtomicUsize>,
+        open: tokio::sync::watch::Receiver<bool>,
+    }
+
+    type Answer = http::Response<kube::client::Body>;
+
+    impl tower::Service<http::Request<kube::client::Body>> for SlowApi {
+        type Response = Answer;
+        type Error = std::convert::Infallible;
+        type Future = Pin<Box<dyn Future<Output = Result<Answer, Self::Error>> + Send>>;
+
+        fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+            Poll::Ready(Ok(()))
+        }
+
+        fn call(&mut self, req: http::Request<kube::client::Body>) -> Self::Future {
+            let api = self.clone();
+            Box::pin(async move {
+                let body = req.into_body().collect_bytes().await.unwrap_or_default();
+                let now = api.held.fetch_add(1, Ordering::SeqCst) + 1;
+                api.most.fetch_max(now, Ordering::SeqCst);
+                let mut open = api.open.clone();
+                let _ = open.wait_for(|o| *o).await;
+                api.held.fetch_sub(1, Ordering::SeqCst);
+                api.written.fetch_add(1, Ordering::SeqCst);
+                Ok(http::Response::builder()
+                    .status(201)
+                    .header("content-type", "application/json")
+                    .body(kube::client::Body::from(body.to_vec()))
+                    .expect("a response"))
+            })
+        }
+    }
+
+    fn scheduled(i: usize) -> Report {
+        Report::Scheduled {
+            pod: PodRef {
+                uid: format!("uid-{i}"),
+                namespace: "ns".into(),
+                name: format!("pod-{i}"),
+            },
+            node: "node-1".into(),
+            profile: "default-scheduler".into(),
+        }
+    }
+
+    /// A burst of bindings while the API server is slow: the `Scheduled`
+    /// Events go out side by side (as many as allowed, no more), the ones
+    /// reported while over `MAX_QUEUED` reports waited are dropped and
+    /// counted, and every other one is written before the recorder ends.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn scheduled_events_are_written_side_by_side_and_dropped_past_the_queue() {
+        let (open, gate) = tokio::sync::watch::channel(false);
+        let api = SlowApi {
+            held: Arc::default(),
+            most: Arc::default(),
+            written: Arc::default(),
+            open: gate,
+        };
+        let client = Client::new(api.clone(), "default");
+        let scheduler = Arc::new(crate::config::Scheduler {
+            core: crate::scheduler::Scheduler::new(Vec::new()),
+            parallelism: 1,
+            modules: Vec::new(),
+            wasm: Vec::new(),
+            plans: Vec::new(),
+            handle: Default::default(),
+        });
+        let metrics = SchedulerMetrics::register(&prometheus::Registry::new(), scheduler);
+        let recorder = Recorder::new(
+            client,
+            Throttle::new(1e6, 1_000_000),
+            "test".into(),
+            metrics.clone(),
+        );
+        let burst = MAX_QUEUED + 100;
+        let (tx, rx) = mpsc::unbounded_channel();
+        for i in 0..burst {
+            tx.send(scheduled(i)).expect("the recorder listens");
+        }
+        let run = tokio::spawn(recorder.run(rx));
+        let started = Instant::now();
+        while api.held.load(Ordering::SeqCst) < EVENTS_IN_FLIGHT {
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "the Events were not written side by side: {} at once",
+                api.held.load(Ordering::SeqCst)
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        open.send(true).expect("the API server listens");
+        drop(tx);
+        run.await.expect("the recorder ends");
+        let count = |action: &str| {
+            metrics
+                .events
+                .with_label_values(&["Scheduled", action])
+                .get() as usize
+        };
+        // The first 100 reports each had at least MAX_QUEUED behind them.
+        assert_eq!(count("dropped"), 100);
+        assert_eq!(count("created"), MAX_QUEUED);
+        assert_eq!(api.written.load(Ordering::SeqCst), MAX_QUEUED);
+        assert_eq!(api.most.load(Ordering::SeqCst), EVENTS_IN_FLIGHT);
     }
 }

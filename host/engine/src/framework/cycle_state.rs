@@ -28,10 +28,11 @@ impl<T: Any + Send + Sync + Clone> StateData for T {
     }
 }
 
-/// The cycle's scratch space.
+/// The cycle's scratch space. Filter and Score read it once per node and
+/// plugin, so its keys are hashed with foldhash, not SipHash.
 #[derive(Default)]
 pub struct CycleState {
-    data: HashMap<String, Box<dyn StateData>>,
+    data: HashMap<String, Box<dyn StateData>, foldhash::fast::RandomState>,
 }
 
 impl Clone for CycleState {

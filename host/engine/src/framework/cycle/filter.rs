@@ -135,11 +135,15 @@ impl<'a> Cycle<'a> {
             wave.extend((next..len.min(next + chunk * workers)).map(at));
             next += wave.len();
             let this = &*self;
-            let results: Vec<Vec<Option<NodeRejection>>> = self.pool.install(|| {
-                wave.par_chunks(chunk)
-                    .map(|nodes| this.filter_nodes(nodes))
-                    .collect()
-            });
+            let results: Vec<Vec<Option<NodeRejection>>> = if workers > 1 {
+                self.pool.install(|| {
+                    wave.par_chunks(chunk)
+                        .map(|nodes| this.filter_nodes(nodes))
+                        .collect()
+                })
+            } else {
+                vec![this.filter_nodes(&wave)]
+            };
             for (node, verdict) in wave.iter().zip(results.into_iter().flatten()) {
                 if found.feasible.len() >= to_find {
                     break;

@@ -166,7 +166,16 @@ impl Framework {
             recording: recorder.is_some(),
             record: Record::default(),
         };
-        let (outcome, nomination) = cycle.run();
+        // With workers, the whole cycle runs on one of them: the Filter
+        // waves and Score's chunks it hands out are then work for the pool
+        // it is part of, not a trip from this thread into the pool and back
+        // (one per wave and per plugin, each a wake-up and a wait, which a
+        // busy machine pays in context switches). With one, on this thread.
+        let (outcome, nomination) = if self.workers() > 1 {
+            self.pool.install(|| cycle.run())
+        } else {
+            cycle.run()
+        };
         if let Some(explanation) = recorder {
             cycle.explain(&outcome, explanation);
         }

@@ -117,23 +117,25 @@ impl Cycle<'_> {
     }
 
     /// One plugin's Score over every feasible node: in chunks over the
-    /// workers, or in one batch on this thread.
+    /// workers (when there are more than one and the plugin can be split),
+    /// or in one batch on this thread.
     fn raw(&self, plugin: &dyn ScorePlugin, feasible: &[&NodeInfo]) -> Raw {
         let mut raw = vec![0i64; feasible.len()];
         let _t = Timed::start(self.timings, plugin.name(), "Score");
-        let decisions: Result<Vec<Decision>, PluginError> = if plugin.parallel() {
-            self.pool.install(|| {
-                feasible
-                    .par_chunks(SCORE_CHUNK)
-                    .zip(raw.par_chunks_mut(SCORE_CHUNK))
-                    .map(|(nodes, out)| plugin.score_batch(&self.ctx, &self.state, nodes, out))
-                    .collect()
-            })
-        } else {
-            plugin
-                .score_batch(&self.ctx, &self.state, feasible, &mut raw)
-                .map(|d| vec![d])
-        };
+        let decisions: Result<Vec<Decision>, PluginError> =
+            if plugin.parallel() && self.workers() > 1 {
+                self.pool.install(|| {
+                    feasible
+                        .par_chunks(SCORE_CHUNK)
+                        .zip(raw.par_chunks_mut(SCORE_CHUNK))
+                        .map(|(nodes, out)| plugin.score_batch(&self.ctx, &self.state, nodes, out))
+                        .collect()
+                })
+            } else {
+                plugin
+                    .score_batch(&self.ctx, &self.state, feasible, &mut raw)
+                    .map(|d| vec![d])
+            };
         let decisions = decisions.map_err(|e| failed(plugin.name(), e))?;
         Ok((!decisions.contains(&Decision::Skip)).then_some(raw))
     }

@@ -82,21 +82,23 @@ impl BalancedAllocation {
 /// requested/allocatable fractions (each capped at 1) of the resources the
 /// node has; for two resources `std = |f1 - f2| / 2`.
 pub fn balanced_score(pairs: &[(i64, i64)]) -> i64 {
-    let fractions: Vec<f64> = pairs
-        .iter()
-        .filter(|(alloc, _)| *alloc != 0)
-        .map(|(alloc, req)| (*req as f64 / *alloc as f64).min(1.0))
-        .collect();
-    let std = match fractions.len() {
+    // Walked again rather than collected: Score calls this twice per node.
+    let fractions = || {
+        pairs
+            .iter()
+            .filter(|(alloc, _)| *alloc != 0)
+            .map(|(alloc, req)| (*req as f64 / *alloc as f64).min(1.0))
+    };
+    let std = match fractions().count() {
         0 | 1 => 0.0,
-        2 => ((fractions[0] - fractions[1]) / 2.0).abs(),
+        2 => {
+            let mut f = fractions();
+            let (a, b) = (f.next().unwrap_or(0.0), f.next().unwrap_or(0.0));
+            ((a - b) / 2.0).abs()
+        }
         n => {
-            let mean = fractions.iter().sum::<f64>() / n as f64;
-            let var = fractions
-                .iter()
-                .map(|f| (f - mean) * (f - mean))
-                .sum::<f64>()
-                / n as f64;
+            let mean = fractions().sum::<f64>() / n as f64;
+            let var = fractions().map(|f| (f - mean) * (f - mean)).sum::<f64>() / n as f64;
             var.sqrt()
         }
     };
@@ -118,6 +120,9 @@ impl Plugin for BalancedAllocation {
     }
 }
 
+/// (allocatable, requested) per resource, on the stack for the usual few.
+type Pairs = smallvec::SmallVec<[(i64, i64); 4]>;
+
 impl ScorePlugin for BalancedAllocation {
     /// Uses the actual requests (not the non-zero defaults). A pod that
     /// requests none of the resources scores 0 everywhere, as upstream
@@ -132,14 +137,14 @@ impl ScorePlugin for BalancedAllocation {
         if self.resources.iter().all(|r| ctx.pod.requests.get(r) == 0) {
             return Ok(0);
         }
-        let with: Vec<(i64, i64)> = self
+        let with: Pairs = self
             .resources
             .iter()
             .map(|r| allocatable_and_requested(ctx.pod, node, r, true))
             .collect();
         // The same resources without the pod (an extended resource the pod
         // does not request stays left out).
-        let without: Vec<(i64, i64)> = self
+        let without: Pairs = self
             .resources
             .iter()
             .zip(&with)

@@ -118,7 +118,15 @@ struct FilterState {
 
 impl FilterState {
     fn compute(pod: &Pod, snapshot: &Snapshot, pool: Option<&rayon::ThreadPool>) -> Self {
-        let nodes: Vec<&NodeInfo> = snapshot.nodes().collect();
+        // Without required terms of its own, only the nodes holding a pod
+        // with affinity terms can count (see `count`).
+        let own = !pod.pod_affinity.required_affinity.is_empty()
+            || !pod.pod_affinity.required_anti_affinity.is_empty();
+        let nodes: Vec<&NodeInfo> = if own {
+            snapshot.nodes().collect()
+        } else {
+            snapshot.nodes_with_affinity_pods().collect()
+        };
         let ns = &*snapshot.namespaces;
         let mut s = split_over_nodes(
             &nodes,
@@ -262,10 +270,18 @@ impl PreFilterPlugin for InterPodAffinity {
         ctx: &CycleContext,
         state: &mut CycleState,
     ) -> Result<Decision, Rejection> {
-        state.write(
-            PRE_FILTER_KEY,
-            FilterState::compute(ctx.pod, ctx.snapshot, ctx.pool),
-        );
+        let s = FilterState::compute(ctx.pod, ctx.snapshot, ctx.pool);
+        // Upstream: no placed pod's required anti-affinity matches the pod
+        // and it has no required terms of its own: a Skip (no Filter, no
+        // AddPod/RemovePod for this pod).
+        let affinity = &ctx.pod.pod_affinity;
+        if s.existing_anti.is_empty()
+            && affinity.required_affinity.is_empty()
+            && affinity.required_anti_affinity.is_empty()
+        {
+            return Ok(Decision::Skip);
+        }
+        state.write(PRE_FILTER_KEY, s);
         Ok(Decision::Run)
     }
 

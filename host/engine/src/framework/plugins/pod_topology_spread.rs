@@ -423,6 +423,11 @@ impl PreFilterPlugin for PodTopologySpread {
             &ctx.snapshot.workloads,
             WhenUnsatisfiable::DoNotSchedule,
         );
+        // Upstream: no constraint to filter by is a Skip (no Filter, no
+        // AddPod/RemovePod for this pod).
+        if constraints.is_empty() {
+            return Ok(Decision::Skip);
+        }
         state.write(
             PRE_FILTER_KEY,
             FilterState::compute(constraints, ctx.pod, ctx.snapshot, ctx.pool),
