@@ -545,6 +545,42 @@ mod tests {
         json!({"weight": w, "podAffinityTerm": t})
     }
 
+    /// Upstream's PreFilter says Skip when nothing can constrain the pod:
+    /// no required terms of its own and no placed pod's required
+    /// anti-affinity matching it; it runs otherwise, and Filter then keeps
+    /// the pod off the guarded node.
+    #[test]
+    fn pre_filter_skips_when_nothing_can_constrain_the_pod() {
+        let nodes = vec![
+            N::new("a").labels(&[(HOST, "a")]).build(),
+            N::new("b").labels(&[(HOST, "b")]).build(),
+        ];
+        let guard = P::new("guard")
+            .labels(&[("colour", "red")])
+            .affinity(required_anti(json!([term("colour", &["blue"], HOST)])))
+            .build();
+        let snap = cluster(nodes, vec![("a", guard)]);
+        let plugin = InterPodAffinity::default();
+        let decide = |pod: &Pod| {
+            plugin
+                .pre_filter(&ctx(pod, &snap), &mut CycleState::default())
+                .unwrap()
+        };
+        let red = P::new("red").labels(&[("colour", "red")]).build();
+        assert_eq!(decide(&red), Decision::Skip);
+        let blue = P::new("blue").labels(&[("colour", "blue")]).build();
+        assert_eq!(decide(&blue), Decision::Run);
+        let verdicts = filter_all(&plugin, &blue, &snap);
+        assert!(
+            verdicts["a"].is_err() && verdicts["b"].is_ok(),
+            "{verdicts:?}"
+        );
+        let own = P::new("own")
+            .affinity(required_affinity(json!([term("colour", &["red"], HOST)])))
+            .build();
+        assert_eq!(decide(&own), Decision::Run);
+    }
+
     /// PreFilter's and PreScore's walks split over the workers give the
     /// counts of the walk on one thread.
     #[test]

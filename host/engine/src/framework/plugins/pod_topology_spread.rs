@@ -844,6 +844,23 @@ mod tests {
             .collect()
     }
 
+    /// Upstream's PreFilter says Skip when the pod has no DoNotSchedule
+    /// constraint (its ScheduleAnyway ones are Score's), and runs with one.
+    #[test]
+    fn pre_filter_skips_without_a_do_not_schedule_constraint() {
+        let snap = cluster(four_nodes(), vec![]);
+        let decide = |pod: &Pod| {
+            PodTopologySpread::default()
+                .pre_filter(&ctx(pod, &snap), &mut CycleState::default())
+                .unwrap()
+        };
+        assert_eq!(decide(&P::new("plain").build()), Decision::Skip);
+        let anyway = incoming(json!([constraint(1, ZONE, "ScheduleAnyway")])).build();
+        assert_eq!(decide(&anyway), Decision::Skip);
+        let strict = incoming(json!([constraint(1, ZONE, "DoNotSchedule")])).build();
+        assert_eq!(decide(&strict), Decision::Run);
+    }
+
     #[test]
     fn no_constraints_no_filtering() {
         let res = verdicts(P::new("p"), four_nodes(), matching(&[("node-a", 3)]));

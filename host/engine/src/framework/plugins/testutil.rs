@@ -9,8 +9,8 @@ use k8s_openapi::api::core::v1 as k8s;
 use serde_json::{json, Value};
 
 use crate::framework::{
-    CycleContext, CycleState, FilterPlugin, NodeInfo, PreFilterPlugin, PreScorePlugin, Rejection,
-    ScorePlugin, Snapshot,
+    CycleContext, CycleState, Decision, FilterPlugin, NodeInfo, PreFilterPlugin, PreScorePlugin,
+    Rejection, ScorePlugin, Snapshot,
 };
 use crate::model::{Node, Pod};
 
@@ -240,7 +240,7 @@ pub fn ctx<'a>(pod: &'a Pod, snap: &'a Snapshot) -> CycleContext<'a> {
 }
 
 /// PreFilter then Filter on every node, as the cycle does; a PreFilter
-/// rejection rejects every node.
+/// rejection rejects every node, a Skip passes them all.
 pub fn filter_all<T: FilterPlugin + Prep + ?Sized>(
     plugin: &T,
     pod: &Pod,
@@ -249,14 +249,16 @@ pub fn filter_all<T: FilterPlugin + Prep + ?Sized>(
     let ctx = ctx(pod, snap);
     let mut state = CycleState::default();
     let pre = match plugin.pre_filter_plugin() {
-        Some(p) => p.pre_filter(&ctx, &mut state).map(|_| ()),
-        None => Ok(()),
+        Some(p) => p.pre_filter(&ctx, &mut state),
+        None => Ok(Decision::Run),
     };
     snap.nodes()
         .map(|n| {
             let r = match &pre {
                 Err(rej) => Err(rej.clone()),
-                Ok(()) => plugin.filter(&ctx, &state, n),
+                // Skip: the cycle does not run this plugin's Filter.
+                Ok(Decision::Skip) => Ok(()),
+                Ok(Decision::Run) => plugin.filter(&ctx, &state, n),
             };
             (n.name().to_string(), r)
         })
