@@ -299,7 +299,7 @@ pub fn score_nodes<T: ScorePlugin + Prep + ?Sized>(
         let decision = p.pre_score(&ctx, &mut state, feasible).expect("pre_score");
         // A Skip: the framework calls neither Score nor NormalizeScore, the
         // plugin adds nothing to any node.
-        if decision == crate::framework::Decision::Skip {
+        if decision == Decision::Skip {
             return feasible.iter().map(|n| (n.name().to_string(), 0)).collect();
         }
     }
