@@ -145,7 +145,7 @@ impl EventSink {
 }
 
 /// What an Event about `pod` is about.
-fn pod_reference(pod: &PodRef) -> ObjectReference {
+pub(super) fn pod_reference(pod: &PodRef) -> ObjectReference {
     ObjectReference {
         api_version: Some("v1".into()),
         kind: Some("Pod".into()),

@@ -16,7 +16,7 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference, Pod as K8sPod};
+use k8s_openapi::api::core::v1::{Event, EventSource, Pod as K8sPod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, Time};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::Client;
@@ -158,14 +158,7 @@ impl Evictor {
     /// message; the preemptor as the related object).
     async fn event(&self, victim: &PodRef, preemptor: &PodRef, node: &str, profile: &str) {
         let now = k8s_openapi::jiff::Timestamp::now();
-        let reference = |p: &PodRef| ObjectReference {
-            api_version: Some("v1".into()),
-            kind: Some("Pod".into()),
-            name: Some(p.name.clone()),
-            namespace: Some(p.namespace.clone()),
-            uid: Some(p.uid.clone()),
-            ..Default::default()
-        };
+        let reference = super::event_sink::pod_reference;
         let event = Event {
             metadata: ObjectMeta {
                 name: Some(format!("{}.{:x}", victim.name, now.as_nanosecond())),
