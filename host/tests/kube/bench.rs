@@ -465,7 +465,7 @@ async fn bench_against_kube_scheduler() {
     // holds every row in it (scripts/bench-kube runs each scheduler on
     // servers of its own, one invocation each).
     let rows_file = std::env::var_os("BENCH_ROWS").map(std::path::PathBuf::from);
-    let mut rows = Vec::new();
+    let mut rows = rows_file.as_deref().map(earlier_rows).unwrap_or_default();
     type Start = Box<dyn Fn() -> Child>;
     let runs: Vec<(String, Start)> = vec![
         (
@@ -532,21 +532,22 @@ async fn bench_against_kube_scheduler() {
             t.scheduler_cpu,
             t.scheduler_cpu * 1000.0 / pods as f64,
         );
+        let row = Row {
+            name,
+            timing: t,
+            rate,
+            steady,
+        };
         if let Some(file) = &rows_file {
-            let line = json!({"name": name, "timing": t, "rate": rate, "steady": steady});
             let mut f = std::fs::OpenOptions::new()
                 .create(true)
                 .append(true)
                 .open(file)
                 .unwrap_or_else(|e| panic!("BENCH_ROWS={}: {e}", file.display()));
+            let line = serde_json::to_string(&row).unwrap();
             std::io::Write::write_all(&mut f, format!("{line}\n").as_bytes()).unwrap();
         }
-        rows.push((name, t, rate, steady));
-    }
-    if let Some(file) = &rows_file {
-        // The rows of the earlier invocations (each scheduler on servers
-        // of its own) and this one's, as one table.
-        rows = earlier_rows(file);
+        rows.push(row);
     }
     if dra.is_some() {
         // Thousands of claims and slices would slow every later test.
@@ -575,7 +576,13 @@ async fn bench_against_kube_scheduler() {
         "| scheduler | first binding | every pod bound | pods/s | pods/s after the first binding | API server + etcd CPU ms per pod | scheduler CPU ms per pod |"
     );
     println!("|---|---:|---:|---:|---:|---:|---:|");
-    for (name, t, rate, steady) in &rows {
+    for Row {
+        name,
+        timing: t,
+        rate,
+        steady,
+    } in &rows
+    {
         println!(
             "| {name} | {:.1} | {:.1} | {rate:.0} | {steady:.0} | {:.2} | {:.2} |",
             t.first,
@@ -592,7 +599,7 @@ async fn bench_against_kube_scheduler() {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
     let points: Vec<(f64, f64)> = rows
         .iter()
-        .map(|(_, t, _, _)| (t.all, t.server_cpu))
+        .map(|r| (r.timing.all, r.timing.server_cpu))
         .collect();
     if let Some((per_second, per_run)) = fit_line(&points) {
         let per_pod = per_run / shape.expected as f64;
@@ -609,20 +616,28 @@ async fn bench_against_kube_scheduler() {
     }
 }
 
-/// The rows a BENCH_ROWS file holds: name, timing, pods/s, pods/s after
+/// One scheduler's result: its name, its timing, pods/s and pods/s after
 /// the first binding.
-fn earlier_rows(file: &std::path::Path) -> Vec<(String, Timing, f64, f64)> {
-    let text = std::fs::read_to_string(file)
-        .unwrap_or_else(|e| panic!("BENCH_ROWS={}: {e}", file.display()));
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Row {
+    name: String,
+    timing: Timing,
+    rate: f64,
+    steady: f64,
+}
+
+/// The rows an earlier invocation added to a BENCH_ROWS file (none when
+/// there is no file yet).
+fn earlier_rows(file: &std::path::Path) -> Vec<Row> {
+    let text = match std::fs::read_to_string(file) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => panic!("BENCH_ROWS={}: {e}", file.display()),
+    };
     text.lines()
         .map(|line| {
-            let mut v: Value = serde_json::from_str(line)
-                .unwrap_or_else(|e| panic!("BENCH_ROWS={}: {e}: {line}", file.display()));
-            let timing: Timing = serde_json::from_value(v["timing"].take())
-                .unwrap_or_else(|e| panic!("BENCH_ROWS={}: {e}: {line}", file.display()));
-            let name = v["name"].as_str().unwrap_or_default().to_string();
-            let number = |k: &str| v[k].as_f64().unwrap_or(f64::NAN);
-            (name, timing, number("rate"), number("steady"))
+            serde_json::from_str(line)
+                .unwrap_or_else(|e| panic!("BENCH_ROWS={}: {e}: {line}", file.display()))
         })
         .collect()
 }
