@@ -1,7 +1,10 @@
-//! `deploy/prometheusrule.yaml`: its rules pass `promtool check rules`
-//! (the Prometheus the tests run ships promtool), and each alert fires on
-//! the series that should fire it and not on healthy ones (`promtool test
-//! rules`, with the rule annotations left out of the comparison).
+//! `deploy/components/monitoring/prometheusrule.yaml`: its rules pass
+//! `promtool check rules` (the Prometheus the tests run ships promtool),
+//! and each alert fires on the series that should fire it and not on
+//! healthy ones (`promtool test rules`, with the rule annotations left out
+//! of the comparison). The Helm chart's PrometheusRule renders the same
+//! file's spec (its `files/prometheusrule.yaml` is a link to it; the
+//! rendering is compared in host/tests/kube/node.rs).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -29,9 +32,11 @@ fn promtool(args: &[&str], dir: &Path) -> (bool, String) {
     (out.status.success(), text)
 }
 
+const RULE: &str = "deploy/components/monitoring/prometheusrule.yaml";
+
 /// The PrometheusRule's `spec` (its `groups`).
 fn rules() -> Value {
-    let text = std::fs::read_to_string(repo().join("deploy/prometheusrule.yaml")).unwrap();
+    let text = std::fs::read_to_string(repo().join(RULE)).unwrap();
     let rule: Value = serde_saphyr::from_str(&text).unwrap();
     assert_eq!(rule["kind"], "PrometheusRule");
     assert_eq!(
@@ -39,6 +44,17 @@ fn rules() -> Value {
         "kube-prometheus-stack's default ruleSelector"
     );
     rule["spec"].clone()
+}
+
+#[test]
+fn the_charts_rules_are_the_kustomize_components() {
+    let link = repo().join("deploy/chart/wasmsched/files/prometheusrule.yaml");
+    assert_eq!(
+        std::fs::canonicalize(&link).unwrap(),
+        std::fs::canonicalize(repo().join(RULE)).unwrap(),
+        "{} is not a link to {RULE}",
+        link.display()
+    );
 }
 
 #[test]

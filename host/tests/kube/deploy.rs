@@ -1,5 +1,6 @@
 //! `deploy/`: every manifest is accepted by the real API server (with and
-//! without the deletion-cost component), and the scheduler works with
+//! without the deletion-cost component; the monitoring component's kinds
+//! only with it), and the scheduler works with
 //! exactly the permissions its RBAC grants: the base role without the
 //! controller (no `patch` on pods), the component's role with it.
 
@@ -29,16 +30,21 @@ pub fn kubectl(args: &[&str]) -> (bool, String) {
     (out.status.success(), text)
 }
 
-/// The Prometheus Operator's ServiceMonitor kind, reduced to what the
-/// API server needs to accept ours (the operator is not part of the test).
-const SERVICE_MONITOR_CRD: &str = r#"
+/// A Prometheus Operator kind (`ServiceMonitor`, `PrometheusRule`),
+/// reduced to what the API server needs to accept ours (the operator is
+/// not part of the test): its CRD, and the CRD's name.
+fn operator_crd(kind: &str) -> (String, String) {
+    let plural = format!("{}s", kind.to_lowercase());
+    let name = format!("{plural}.monitoring.coreos.com");
+    let crd = format!(
+        r#"
 apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
 metadata:
-  name: servicemonitors.monitoring.coreos.com
+  name: {name}
 spec:
   group: monitoring.coreos.com
-  names: {kind: ServiceMonitor, plural: servicemonitors, singular: servicemonitor, listKind: ServiceMonitorList}
+  names: {{kind: {kind}, plural: {plural}, singular: {singular}, listKind: {kind}List}}
   scope: Namespaced
   versions:
   - name: v1
@@ -48,7 +54,32 @@ spec:
       openAPIV3Schema:
         type: object
         x-kubernetes-preserve-unknown-fields: true
-"#;
+"#,
+        singular = kind.to_lowercase()
+    );
+    (crd, name)
+}
+
+/// Applies the CRD file `path` and waits until it is Established.
+pub fn apply_crd(path: &Path, name: &str) {
+    let (ok, out) = kubectl(&["apply", "-f", path.to_str().unwrap()]);
+    assert!(ok, "{out}");
+    let (ok, out) = kubectl(&[
+        "wait",
+        "--for",
+        "condition=Established",
+        &format!("crd/{name}"),
+    ]);
+    assert!(ok, "{out}");
+}
+
+/// Installs the Prometheus Operator kind `kind`'s CRD (written into `dir`).
+fn install_operator_crd(dir: &Path, kind: &str) {
+    let (crd, name) = operator_crd(kind);
+    let path = dir.join(format!("{}-crd.yaml", kind.to_lowercase()));
+    std::fs::write(&path, crd).unwrap();
+    apply_crd(&path, &name);
+}
 
 /// Preemption with the account's rights: it watches budgets and classes,
 /// deletes the victim, writes the nomination and the Preempted event.
@@ -205,17 +236,14 @@ pub fn dry_run(dir: &Path) -> String {
 }
 
 pub fn install_service_monitor_crd(dir: &Path) {
-    let crd = dir.join("crd.yaml");
-    std::fs::write(&crd, SERVICE_MONITOR_CRD).unwrap();
-    let (ok, out) = kubectl(&["apply", "-f", crd.to_str().unwrap()]);
-    assert!(ok, "{out}");
-    let (ok, out) = kubectl(&[
-        "wait",
-        "--for",
-        "condition=Established",
-        "crd/servicemonitors.monitoring.coreos.com",
-    ]);
-    assert!(ok, "{out}");
+    install_operator_crd(dir, "ServiceMonitor");
+}
+
+/// The ServiceMonitor and PrometheusRule kinds (`components/monitoring`,
+/// the chart's `metrics.serviceMonitor` and `metrics.prometheusRule`).
+pub fn install_monitoring_crds(dir: &Path) {
+    install_operator_crd(dir, "ServiceMonitor");
+    install_operator_crd(dir, "PrometheusRule");
 }
 
 /// A configuration file of `deploy/` with the plugin cache moved to a
@@ -261,7 +289,7 @@ async fn deploy_manifests_are_accepted_with_and_without_the_deletion_cost_compon
     reset(&client, &["wasmsched"]).await;
     let _ = kubectl(&["delete", "clusterrolebinding", "wasmsched-deletion-cost"]);
     let tmp = tempfile::tempdir().unwrap();
-    install_service_monitor_crd(tmp.path());
+    install_monitoring_crds(tmp.path());
 
     let out = dry_run(&repo().join("deploy"));
     for kind in [
@@ -274,11 +302,27 @@ async fn deploy_manifests_are_accepted_with_and_without_the_deletion_cost_compon
         "configmap/wasmsched-plugins",
         "configmap/wasmsched-dashboard",
         "deployment.apps/wasmsched",
+        "poddisruptionbudget.policy/wasmsched",
         "service/wasmsched-metrics",
-        "servicemonitor.monitoring.coreos.com/wasmsched",
         "networkpolicy.networking.k8s.io/wasmsched",
     ] {
         assert!(out.contains(kind), "{kind} missing from the dry run: {out}");
+    }
+    // The Prometheus Operator's kinds are the monitoring component's: the
+    // base applies where its CRDs are not installed.
+    assert!(
+        !out.contains("monitoring.coreos.com"),
+        "the base has a Prometheus Operator object: {out}"
+    );
+    let monitoring = dry_run(&deploy_with_components(tmp.path(), &["monitoring"]));
+    for kind in [
+        "servicemonitor.monitoring.coreos.com/wasmsched",
+        "prometheusrule.monitoring.coreos.com/wasmsched",
+    ] {
+        assert!(
+            monitoring.contains(kind),
+            "{kind} missing with the monitoring component: {monitoring}"
+        );
     }
     assert!(
         !out.contains("wasmsched-deletion-cost"),

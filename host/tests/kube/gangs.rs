@@ -15,8 +15,7 @@ use kube::Client;
 use serde_json::{json, Value};
 
 use crate::deploy::{
-    apply, dry_run, install_service_monitor_crd, kubectl, runnable_config_with,
-    service_account_kubeconfig,
+    apply, dry_run, install_service_monitor_crd, runnable_config_with, service_account_kubeconfig,
 };
 use crate::env::*;
 
@@ -37,15 +36,7 @@ fn pod_group_api(client: &Client) -> Api<DynamicObject> {
 async fn setup(client: &Client) {
     reset(client, &[NS]).await;
     let crd = repo().join("deploy/components/gangs/crd.yaml");
-    let (ok, out) = kubectl(&["apply", "-f", crd.to_str().unwrap()]);
-    assert!(ok, "{out}");
-    let (ok, out) = kubectl(&[
-        "wait",
-        "--for",
-        "condition=Established",
-        "crd/podgroups.scheduling.x-k8s.io",
-    ]);
-    assert!(ok, "{out}");
+    crate::deploy::apply_crd(&crd, "podgroups.scheduling.x-k8s.io");
     let _ = pod_group_api(client)
         .delete_collection(&DeleteParams::default(), &ListParams::default())
         .await;

@@ -29,7 +29,7 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::Client;
 use serde_json::{json, Value};
 
-use crate::deploy::{install_service_monitor_crd, kubectl};
+use crate::deploy::{deploy_with_components, install_monitoring_crds, kubectl};
 use crate::env::*;
 
 /// The namespace the README installs into, and the workloads'.
@@ -66,13 +66,16 @@ fn run(cmd: &mut Command) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-fn helm(args: &[&str]) -> String {
+fn helm_command(args: &[&str]) -> Command {
     static HELM: OnceLock<String> = OnceLock::new();
     let bin = HELM.get_or_init(|| test_servers(&["helm"]));
-    run(Command::new(bin)
-        .arg("--kubeconfig")
-        .arg(&env().kubeconfig)
-        .args(args))
+    let mut cmd = Command::new(bin);
+    cmd.arg("--kubeconfig").arg(&env().kubeconfig).args(args);
+    cmd
+}
+
+fn helm(args: &[&str]) -> String {
+    run(&mut helm_command(args))
 }
 
 /// The scheduler's image, as `scripts/build-image` writes it from the
@@ -919,6 +922,25 @@ fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     p
 }
 
+/// The values the chart is installed with, as the README says, with the
+/// test cluster's overrides: the nodes' network and the API server at
+/// 127.0.0.1:6443 there.
+fn install_values(digest: &str, policy_base64: &str) -> String {
+    format!(
+        "image:\n  digest: {digest}\n  pullPolicy: Never\nhostNetwork: true\n\
+         apiServer: {{host: 127.0.0.1, port: \"6443\"}}\n\
+         gangs: {{enabled: true, installCRD: false}}\ngpuSharing: {{enabled: true}}\n\
+         deletionCost:\n  enabled: true\n  config: {{prometheus: {{url: \"http://127.0.0.1:9\"}}}}\n\
+         clusterSize: {{nodes: 2, pods: 100}}\n\
+         plugins:\n- name: Policy\n  file: policy.wasm.gz\n  failurePolicy: Fail\n  base64: {policy_base64}\n  \
+         profiles:\n    gpu-scheduler: {{points: [filter, score]}}\n\
+         - name: SpotAffinity\n  file: spot-affinity-js.wasm\n  image: {BIG_PLUGIN_IMAGE}\n  \
+         imagePath: /spot-affinity-js.wasm\n  timeout: 1s\n  memoryLimit: 128Mi\n  \
+         profiles:\n    wasmsched-default: {{points: [multiPoint]}}\n\
+         resources:\n  requests: {{cpu: 500m, memory: 256Mi}}\n  limits: {{memory: 1Gi}}\n"
+    )
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_helm_chart_installs_wasmsched_on_real_nodes() {
     let _g = serial();
@@ -947,7 +969,7 @@ async fn the_helm_chart_installs_wasmsched_on_real_nodes() {
     );
     helm(&["lint", chart, "--strict"]);
     // Everything on at once, rendered and accepted by the API server.
-    install_service_monitor_crd(&tmp);
+    install_monitoring_crds(&tmp);
     let all = helm(&[
         "template",
         "wasmsched",
@@ -957,7 +979,9 @@ async fn the_helm_chart_installs_wasmsched_on_real_nodes() {
         "--set",
         "gangs.enabled=true,gpuSharing.enabled=true,deletionCost.enabled=true",
         "--set",
-        "metrics.serviceMonitor.enabled=true,metrics.grafanaDashboard.enabled=true",
+        "metrics.serviceMonitor.enabled=true,metrics.prometheusRule.enabled=true",
+        "--set",
+        "metrics.grafanaDashboard.enabled=true",
     ]);
     let rendered = write(&tmp, "all.yaml", &all);
     let (ok, out) = kubectl(&[
@@ -973,6 +997,7 @@ async fn the_helm_chart_installs_wasmsched_on_real_nodes() {
         "clusterrole.rbac.authorization.k8s.io/wasmsched-deletion-cost",
         "poddisruptionbudget.policy/wasmsched",
         "servicemonitor.monitoring.coreos.com/wasmsched",
+        "prometheusrule.monitoring.coreos.com/wasmsched",
         "customresourcedefinition.apiextensions.k8s.io/podgroups.scheduling.x-k8s.io",
         "role.rbac.authorization.k8s.io/wasmsched-leader-election",
     ] {
@@ -1006,26 +1031,12 @@ async fn the_helm_chart_installs_wasmsched_on_real_nodes() {
         .deletion_cost
         .is_some());
 
-    // The install, as the README says, with the test cluster's overrides:
-    // the nodes' network and the API server at 127.0.0.1:6443 there.
+    // The install, as the README says (install_values).
     let policy_v1 = base64(&policy(1));
     let values = write(
         &tmp,
         "values.yaml",
-        &format!(
-            "image:\n  digest: {digest}\n  pullPolicy: Never\nhostNetwork: true\n\
-             apiServer: {{host: 127.0.0.1, port: \"6443\"}}\n\
-             gangs: {{enabled: true, installCRD: false}}\ngpuSharing: {{enabled: true}}\n\
-             deletionCost:\n  enabled: true\n  config: {{prometheus: {{url: \"http://127.0.0.1:9\"}}}}\n\
-             clusterSize: {{nodes: 2, pods: 100}}\n\
-             plugins:\n- name: Policy\n  file: policy.wasm.gz\n  failurePolicy: Fail\n  base64: {policy_v1}\n  \
-             profiles:\n    gpu-scheduler: {{points: [filter, score]}}\n\
-             - name: SpotAffinity\n  file: spot-affinity-js.wasm\n  image: {BIG_PLUGIN_IMAGE}\n  \
-             imagePath: /spot-affinity-js.wasm\n  timeout: 1s\n  memoryLimit: 128Mi\n  \
-             profiles:\n    wasmsched-default: {{points: [multiPoint]}}\n\
-             resources:\n  requests: {{cpu: 500m, memory: 256Mi}}\n  limits: {{memory: 1Gi}}\n",
-            digest = image.digest
-        ),
+        &install_values(&image.digest, &policy_v1),
     );
     let crd = repo().join("deploy/components/gangs/crd.yaml");
     let (ok, out) = kubectl(&["apply", "-f", crd.to_str().unwrap()]);
@@ -1106,7 +1117,8 @@ async fn the_helm_chart_installs_wasmsched_on_real_nodes() {
     drop(cluster);
 }
 
-/// The kustomize base with every component, and the overlay a user
+/// The kustomize base with every component (monitoring's CRDs installed
+/// beforehand), and the overlay a user
 /// writes (README "Installing in a cluster"): the image by digest, the
 /// policy in the plugins ConfigMap and a fragment naming it; here also
 /// the test cluster's node network and API server address.
@@ -1146,7 +1158,8 @@ fn kustomize_overlay(dir: &Path, digest: &str, policy: &[u8]) -> PathBuf {
         "kustomization.yaml",
         &format!(
             "namespace: wasmsched\nresources: [{base}]\n\
-             components: [{base}/components/deletion-cost, {base}/components/gangs, {base}/components/gpu-sharing]\n\
+             components: [{base}/components/deletion-cost, {base}/components/gangs, {base}/components/gpu-sharing, \
+             {base}/components/monitoring]\n\
              configMapGenerator:\n- name: wasmsched-config\n  behavior: merge\n  files: [fragment-policy.yaml]\n\
              - name: wasmsched-plugins\n  behavior: replace\n  files: [policy.wasm.gz]\n  options: {{disableNameSuffixHash: true}}\n\
              images:\n- name: ghcr.io/wasmsched/wasmsched\n  digest: {digest}\n\
@@ -1167,7 +1180,7 @@ async fn the_kustomize_base_installs_wasmsched_on_real_nodes() {
     let image = image();
     let cluster = RealCluster::start(&[&image.tar]);
     let tmp = cluster.dir.path().to_path_buf();
-    install_service_monitor_crd(&tmp);
+    install_monitoring_crds(&tmp);
     let overlay = kustomize_overlay(&tmp, &image.digest, &policy(1));
     let overlay_arg = overlay.to_str().unwrap().to_string();
     let t = Instant::now();
@@ -1222,4 +1235,263 @@ async fn the_kustomize_base_installs_wasmsched_on_real_nodes() {
         latency.as_secs_f64()
     );
     drop(cluster);
+}
+
+/// The kinds and names of a rendering's objects, and the objects.
+fn objects(yaml: &str) -> Vec<Value> {
+    serde_saphyr::from_multiple::<Value>(yaml)
+        .unwrap()
+        .into_iter()
+        .filter(|o| o["kind"].is_string())
+        .collect()
+}
+
+fn of_kind<'a>(objects: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    objects.iter().filter(|o| o["kind"] == kind).collect()
+}
+
+/// `helm template` of the chart with `args`, as objects.
+fn template(chart: &str, args: &[&str]) -> Vec<Value> {
+    let mut all = vec!["template", "wasmsched", chart, "-n", NS];
+    all.extend_from_slice(args);
+    objects(&helm(&all))
+}
+
+/// The chart's values and the kustomize layout, rendered without a
+/// cluster (needs only helm and kubectl's kustomize; seconds): the schema
+/// refuses a misspelt value, the logging values reach the arguments, the
+/// Prometheus Operator's kinds appear only when asked for and carry the
+/// labels given, and the kustomize base has a disruption budget but none
+/// of the operator's kinds, which the monitoring component adds.
+#[test]
+fn the_chart_and_the_kustomize_base_render_as_their_values_say() {
+    let chart = repo().join("deploy/chart/wasmsched");
+    let chart = chart.to_str().unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let every_part = [
+        "--set",
+        "gangs.enabled=true,gpuSharing.enabled=true,deletionCost.enabled=true",
+        "--set",
+        "metrics.serviceMonitor.enabled=true,metrics.prometheusRule.enabled=true",
+        "--set",
+        "metrics.grafanaDashboard.enabled=true",
+        "--set",
+        "metrics.serviceMonitor.labels.release=kps,metrics.prometheusRule.labels.release=kps",
+    ];
+    helm(&["lint", chart, "--strict"]);
+    let mut lint_all = vec!["lint", chart, "--strict"];
+    lint_all.extend_from_slice(&every_part);
+    helm(&lint_all);
+    // The node test's values (a made-up digest) validate and render.
+    let values = write(
+        tmp.path(),
+        "values.yaml",
+        &install_values(&format!("sha256:{}", "0".repeat(64)), &base64(b"policy")),
+    );
+    let values = values.to_str().unwrap();
+    helm(&["lint", chart, "--strict", "-f", values]);
+    template(chart, &["-f", values]);
+
+    // A misspelt value, a value of the wrong type, one outside its enum:
+    // refused by values.schema.json, naming it.
+    for (set, names) in [
+        ("imagee.tag=x", "imagee"),
+        ("metrics.serviceMonitor.enabeld=true", "enabeld"),
+        ("loggingFormat=xml", "loggingFormat"),
+        ("verbosity=-1", "verbosity"),
+        ("replicas=two", "replicas"),
+    ] {
+        let out = helm_command(&["template", "wasmsched", chart, "--set", set])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && err.contains(names),
+            "--set {set}: not refused naming {names}: {err}"
+        );
+    }
+    // The logging flags come from their values, never twice (the
+    // scheduler would refuse to start).
+    let twice = helm_command(&["template", "wasmsched", chart, "--set", "extraArgs={-v=2}"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&twice.stderr);
+    assert!(
+        !twice.status.success() && err.contains("extraArgs: -v=2: set verbosity"),
+        "{err}"
+    );
+    // kubeVersion: 1.32 and newer.
+    let old = helm_command(&["template", "wasmsched", chart, "--kube-version", "1.31.9"])
+        .output()
+        .unwrap();
+    assert!(
+        !old.status.success(),
+        "the chart renders for Kubernetes 1.31"
+    );
+    template(chart, &["--kube-version", "1.32.0"]);
+
+    // Defaults: -v=1 and text logs, no tracing filter; the pod's and the
+    // container's security contexts; the replicas spread over nodes.
+    let default = template(chart, &[]);
+    let deployment = of_kind(&default, "Deployment")[0];
+    let pod = &deployment["spec"]["template"]["spec"];
+    let container = &pod["containers"][0];
+    let args: Vec<&str> = container["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert!(
+        args.contains(&"-v=1") && args.contains(&"--logging-format=text"),
+        "{args:?}"
+    );
+    assert!(
+        !container["env"].to_string().contains("WASMSCHED_LOG"),
+        "{}",
+        container["env"]
+    );
+    assert_eq!(
+        pod["securityContext"],
+        json!({"runAsNonRoot": true, "runAsUser": 65532, "runAsGroup": 65532,
+               "seccompProfile": {"type": "RuntimeDefault"}})
+    );
+    assert_eq!(
+        container["securityContext"],
+        json!({"allowPrivilegeEscalation": false, "readOnlyRootFilesystem": true,
+               "capabilities": {"drop": ["ALL"]}})
+    );
+    let selector = json!({"matchLabels": {"app.kubernetes.io/name": "wasmsched",
+        "app.kubernetes.io/instance": "wasmsched"}});
+    assert_eq!(
+        pod["topologySpreadConstraints"],
+        json!([{"maxSkew": 1, "topologyKey": "kubernetes.io/hostname",
+                "whenUnsatisfiable": "ScheduleAnyway", "labelSelector": selector}])
+    );
+    assert_eq!(pod["priorityClassName"], "system-cluster-critical");
+    let pdb = of_kind(&default, "PodDisruptionBudget");
+    assert_eq!(pdb.len(), 1);
+    assert_eq!(pdb[0]["spec"]["minAvailable"], 1);
+    for kind in ["ServiceMonitor", "PrometheusRule"] {
+        assert!(of_kind(&default, kind).is_empty(), "{kind} by default");
+    }
+
+    // The values, set.
+    let set = template(
+        chart,
+        &[
+            "--set",
+            "verbosity=4,loggingFormat=json,logLevel=wasmsched=debug",
+            "--set",
+            "securityContext.readOnlyRootFilesystem=false,podSecurityContext.runAsUser=1000",
+            "--set",
+            "topologySpreadConstraints=null,priorityClassName=high",
+            "--set",
+            "nodeSelector.pool=system,tolerations[0].key=dedicated,tolerations[0].operator=Exists",
+        ],
+    );
+    let deployment = of_kind(&set, "Deployment")[0];
+    let pod = &deployment["spec"]["template"]["spec"];
+    let container = &pod["containers"][0];
+    let args = container["args"].to_string();
+    assert!(
+        args.contains("\"-v=4\"") && args.contains("\"--logging-format=json\""),
+        "{args}"
+    );
+    assert!(
+        container["env"]
+            .as_array()
+            .unwrap()
+            .contains(&json!({"name": "WASMSCHED_LOG", "value": "wasmsched=debug"})),
+        "{}",
+        container["env"]
+    );
+    // Merged into the defaults key by key.
+    assert_eq!(
+        container["securityContext"]["readOnlyRootFilesystem"],
+        false
+    );
+    assert_eq!(
+        container["securityContext"]["allowPrivilegeEscalation"],
+        false
+    );
+    assert_eq!(pod["securityContext"]["runAsUser"], 1000);
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    assert!(pod["topologySpreadConstraints"].is_null(), "{pod}");
+    assert_eq!(pod["priorityClassName"], "high");
+    assert_eq!(pod["nodeSelector"], json!({"pool": "system"}));
+    assert_eq!(
+        pod["tolerations"],
+        json!([{"key": "dedicated", "operator": "Exists"}])
+    );
+
+    // The Prometheus Operator's kinds with every part on: the labels given,
+    // the job the alerts select, and the kustomize component's rules.
+    let mut all_args = every_part.to_vec();
+    all_args.extend_from_slice(&["-f", values]);
+    let all = template(chart, &all_args);
+    let monitor = of_kind(&all, "ServiceMonitor");
+    let rule = of_kind(&all, "PrometheusRule");
+    assert_eq!((monitor.len(), rule.len()), (1, 1));
+    for o in [monitor[0], rule[0]] {
+        assert_eq!(o["metadata"]["labels"]["release"], "kps", "{o}");
+        assert_eq!(
+            o["metadata"]["labels"]["app.kubernetes.io/name"],
+            "wasmsched"
+        );
+    }
+    assert_eq!(monitor[0]["spec"]["jobLabel"], "app.kubernetes.io/name");
+    let service = of_kind(&all, "Service")[0];
+    assert_eq!(
+        service["metadata"]["labels"]["app.kubernetes.io/name"],
+        "wasmsched"
+    );
+    let component: Value = serde_saphyr::from_str(
+        &std::fs::read_to_string(repo().join("deploy/components/monitoring/prometheusrule.yaml"))
+            .unwrap(),
+    )
+    .unwrap();
+    assert!(
+        rule[0]["spec"] == component["spec"],
+        "the chart's rules differ from deploy/components/monitoring/prometheusrule.yaml's"
+    );
+    assert!(rule[0]["spec"]
+        .to_string()
+        .contains("job=\\\"wasmsched\\\""));
+
+    // kustomize: the base has the budget, as the chart's, and no
+    // Prometheus Operator kind; the monitoring component adds both, with
+    // the job the alerts select.
+    let kustomize = |dir: &Path| {
+        let (ok, out) = kubectl(&["kustomize", dir.to_str().unwrap()]);
+        assert!(ok, "kubectl kustomize {}: {out}", dir.display());
+        objects(&out)
+    };
+    let base = kustomize(&repo().join("deploy"));
+    let pdb = of_kind(&base, "PodDisruptionBudget");
+    assert_eq!(pdb.len(), 1);
+    assert_eq!(pdb[0]["spec"]["minAvailable"], 1);
+    assert_eq!(
+        pdb[0]["spec"]["selector"],
+        of_kind(&base, "Deployment")[0]["spec"]["selector"]
+    );
+    assert!(
+        base.iter().all(|o| !o["apiVersion"]
+            .as_str()
+            .unwrap()
+            .starts_with("monitoring.coreos.com")),
+        "the base has a Prometheus Operator object"
+    );
+    let monitored = kustomize(&deploy_with_components(tmp.path(), &["monitoring"]));
+    let monitor = of_kind(&monitored, "ServiceMonitor");
+    let rule = of_kind(&monitored, "PrometheusRule");
+    assert_eq!((monitor.len(), rule.len()), (1, 1));
+    assert_eq!(monitor[0]["metadata"]["namespace"], NS);
+    assert_eq!(monitor[0]["spec"]["jobLabel"], "app.kubernetes.io/name");
+    assert_eq!(
+        of_kind(&monitored, "Service")[0]["metadata"]["labels"]["app.kubernetes.io/name"],
+        "wasmsched"
+    );
+    assert_eq!(rule[0]["spec"], component["spec"]);
+    assert_eq!(monitored.len(), base.len() + 2);
 }
