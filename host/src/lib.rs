@@ -8,6 +8,7 @@ pub use wasmsched_engine::{escape, framework, model, scheduler};
 pub mod bench;
 pub mod config;
 pub mod deletion_cost;
+pub mod feature_gates;
 pub mod gpu_sharing;
 pub mod gpu_sharing_output;
 pub mod input;

@@ -35,6 +35,46 @@ pub fn v(level: u8) -> bool {
     VERBOSITY.load(Ordering::Relaxed) >= level
 }
 
+/// kube-scheduler's `-v=2` line for a pod bound to `node` (`run` and
+/// `simulate` alike).
+pub fn bound(pod: &str, node: &str, profile: &str) {
+    if v(2) {
+        tracing::info!(v = 2, pod = %pod, node = %node, profile = %profile, "Successfully bound pod to node");
+    }
+}
+
+/// kube-scheduler's `-v=2` line for a failed attempt.
+pub fn unschedulable(pod: &str, profile: &str, err: &str) {
+    if v(2) {
+        tracing::info!(v = 2, pod = %pod, profile = %profile, err = %err, "Unable to schedule pod; no fit; waiting");
+    }
+}
+
+/// `-v=2`: a pod waiting at Permit.
+pub fn waiting(pod: &str, reason: &str) {
+    if v(2) {
+        tracing::info!(v = 2, pod = %pod, reason = %reason, "Pod is waiting at Permit");
+    }
+}
+
+/// `-v=4`: each plugin that rejected the pod in a failed attempt.
+pub fn rejected(f: &crate::scheduler::Failure) {
+    if !v(4) {
+        return;
+    }
+    if let crate::scheduler::FailureKind::Unschedulable(fit) = &f.kind {
+        for plugin in &fit.unschedulable_plugins {
+            tracing::debug!(
+                v = 4,
+                pod = %f.pod.key(),
+                plugin = %plugin,
+                profile = %f.profile,
+                "Plugin rejected the pod"
+            );
+        }
+    }
+}
+
 /// Crates whose logs are capped at warnings: the wasm compiler and
 /// runtime.
 const ENGINE_INTERNALS: &[&str] = &["wasmtime", "cranelift", "regalloc2", "wasmparser", "winch"];

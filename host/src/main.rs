@@ -18,7 +18,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// A Kubernetes scheduler whose policies are WebAssembly components.
 #[derive(Parser)]
-#[command(name = "wasmsched", version, about, long_about = None)]
+#[command(name = "wasmsched", version, about, long_about = None, args_override_self = true)]
 struct Cli {
     /// Log verbosity, with klog's meanings: 0 warnings and errors, 1
     /// start-up, 2 one line per binding and per failed attempt, 4 and
@@ -53,17 +53,23 @@ enum LogFormat {
 enum Command {
     /// Schedule the pending pods of a cluster described in YAML/JSON
     /// manifests (Nodes and Pods as `kubectl get -o yaml` prints them) and
-    /// report where each lands, or why it cannot.
+    /// report where each lands, or why it cannot. Objects of other kinds
+    /// are skipped and counted in one line on stderr; input without Nodes,
+    /// Pods or a pending Pod is an error.
     Simulate(SimulateArgs),
     /// Run the scheduler against a Kubernetes API server: watch Nodes and
     /// Pods, schedule the pending pods whose `spec.schedulerName` a profile
     /// serves, bind them, and report events, with leader election and an
     /// HTTPS port for /metrics (delegated authentication and authorization
-    /// through the API server, as kube-scheduler's), /healthz and /readyz;
-    /// with a `deletionCost` section, the leader also runs the
-    /// deletion-cost controller. Stops cleanly on SIGTERM; exits 1 if the
-    /// lease is lost.
-    Run(RunArgs),
+    /// through the API server, as kube-scheduler's) and /configz, and
+    /// /healthz, /livez and /readyz open to the probes; with a
+    /// `deletionCost` section, the leader also runs the deletion-cost
+    /// controller. Stops cleanly on SIGTERM; a replica that loses the
+    /// lease steps down and competes again. Takes kube-scheduler's configuration file and
+    /// flags as they are (docs/migrating.md); a flag given twice takes
+    /// its last value, as kube-scheduler's do.
+    #[command(args_override_self = true)]
+    Run(Box<RunArgs>),
     /// Plugin tools.
     #[command(subcommand)]
     Plugin(PluginCommand),
@@ -80,8 +86,10 @@ enum Command {
     ScaleDownPreview(PreviewArgs),
     /// Print each profile's plugin chain per extension point, where each
     /// plugin comes from (the defaults, the file, a fragment it includes),
-    /// the args the defaults add, and the wasm plugins (of the built-in
-    /// configuration, or of --config FILE).
+    /// its effective percentageOfNodesToScore, each plugin's args as it
+    /// runs with them (the file's pluginConfig over the args the defaults
+    /// add), and the wasm plugins (of the built-in configuration, or of
+    /// --config FILE).
     Profiles {
         /// Configuration file (default: the built-in configuration).
         #[arg(long)]
@@ -103,7 +111,9 @@ enum Command {
 
 #[derive(clap::Args)]
 struct SimulateArgs {
-    /// Manifest files or directories (searched for .yaml, .yml, .json).
+    /// Manifest files or directories (searched for .yaml, .yml, .json);
+    /// `-` reads YAML or JSON from stdin (multi-document), as kubectl's
+    /// `-f -`.
     #[arg(required = true)]
     paths: Vec<PathBuf>,
     /// Scheduler configuration (default: built in, profile `gpu-scheduler`).
@@ -113,7 +123,9 @@ struct SimulateArgs {
     #[arg(short = 'o', long, value_enum, default_value_t = Format::Table)]
     output: Format,
     /// Explain one pod (NAMESPACE/NAME): every node with each plugin's
-    /// filter verdict and each score.
+    /// filter verdict and each score, and why a node that passed has no
+    /// score (not evaluated once percentageOfNodesToScore had enough
+    /// feasible nodes, the only feasible node, or a failed attempt).
     #[arg(long, value_name = "NS/POD")]
     explain: Option<String>,
     /// Node metrics for the plugins, as `run` gets them from Prometheus
@@ -208,32 +220,194 @@ struct PreviewArgs {
 
 #[derive(clap::Args)]
 struct RunArgs {
-    /// Scheduler configuration (default: built in, profile `gpu-scheduler`).
+    /// Scheduler configuration: wasmsched's (`WasmSchedulerConfiguration`)
+    /// or kube-scheduler's own `KubeSchedulerConfiguration` as it is
+    /// (default: built in, profile `gpu-scheduler`).
     #[arg(long)]
     config: Option<PathBuf>,
     /// Kubeconfig file (default: `clientConnection.kubeconfig`, then
-    /// $KUBECONFIG or ~/.kube/config, then the in-cluster service account).
+    /// $KUBECONFIG or ~/.kube/config, then the in-cluster service
+    /// account). With a `KubeSchedulerConfiguration` whose
+    /// `clientConnection.kubeconfig` is set, that file wins, as in
+    /// kube-scheduler (the flag is then named at start as ignored).
     #[arg(long)]
     kubeconfig: Option<PathBuf>,
-    /// Address of the HTTPS port (/metrics, /healthz, /readyz).
-    #[arg(long, default_value = "0.0.0.0:10259")]
-    listen: std::net::SocketAddr,
+    /// IP address the HTTPS port (/metrics, /healthz, /livez, /readyz,
+    /// /configz) listens on, as kube-scheduler's flag [default: 0.0.0.0].
+    #[arg(long, value_name = "IP")]
+    bind_address: Option<std::net::IpAddr>,
+    /// The HTTPS port, as kube-scheduler's flag [default: 10259].
+    #[arg(long, value_name = "PORT", value_parser = clap::value_parser!(u16).range(1..))]
+    secure_port: Option<u16>,
+    /// Address and port at once, `IP:PORT` or `:PORT` (every address),
+    /// instead of --bind-address and --secure-port.
+    #[arg(long, value_name = "[IP]:PORT", value_parser = parse_listen,
+          conflicts_with_all = ["bind_address", "secure_port"])]
+    listen: Option<std::net::SocketAddr>,
     #[command(flatten)]
     serving: ServingArgs,
     /// This replica's identity in the leader-election Lease (default:
     /// $POD_NAME or the host name, plus a random suffix).
     #[arg(long)]
     identity: Option<String>,
-    /// Turn leader election on or off (overrides
-    /// `leaderElection.leaderElect`).
-    #[arg(long)]
-    leader_elect: Option<bool>,
+    #[command(flatten)]
+    leader_election: LeaderElectionArgs,
+    #[command(flatten)]
+    client: DeprecatedClientArgs,
+    /// kube-scheduler's feature gates, `Gate=true|false,...`: every gate
+    /// of Kubernetes 1.37 is accepted by name; one whose feature wasmsched
+    /// does not have cannot be turned on, one it always has cannot be
+    /// turned off (docs/migrating.md). Unknown gates are refused.
+    #[arg(long, value_name = "GATE=BOOL,...")]
+    feature_gates: Vec<String>,
     /// Seed of the tie-break between equally scored nodes.
     #[arg(long, default_value_t = 0)]
     seed: u64,
     /// Fault testing: pause before every bind call.
     #[arg(long, hide = true, default_value = "0s", value_parser = humantime::parse_duration)]
     bind_delay: std::time::Duration,
+}
+
+/// kube-scheduler's leader-election flags; each overrides its field of
+/// `leaderElection` in the configuration file, as in kube-scheduler.
+#[derive(clap::Args)]
+struct LeaderElectionArgs {
+    /// Leader election on a Lease: `--leader-elect`, `--leader-elect=false`
+    /// or `--leader-elect false` (overrides `leaderElection.leaderElect`,
+    /// default true).
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    leader_elect: Option<bool>,
+    /// How long a lease holds after its last renewal (`15s`).
+    #[arg(long, value_name = "DURATION", value_parser = go_duration)]
+    leader_elect_lease_duration: Option<String>,
+    /// How long the leader tries to renew before it gives up (`10s`).
+    #[arg(long, value_name = "DURATION", value_parser = go_duration)]
+    leader_elect_renew_deadline: Option<String>,
+    /// Time between attempts to acquire or renew (`2s`).
+    #[arg(long, value_name = "DURATION", value_parser = go_duration)]
+    leader_elect_retry_period: Option<String>,
+    /// The lock's kind: only `leases`.
+    #[arg(long, value_name = "KIND")]
+    leader_elect_resource_lock: Option<String>,
+    /// The Lease's name (default `wasmsched`; kube-scheduler's is
+    /// `kube-scheduler`: name it to replace kube-scheduler).
+    #[arg(long, value_name = "NAME")]
+    leader_elect_resource_name: Option<String>,
+    /// The Lease's namespace (`kube-system`).
+    #[arg(long, value_name = "NAMESPACE")]
+    leader_elect_resource_namespace: Option<String>,
+}
+
+impl LeaderElectionArgs {
+    /// Writes the flags given into the file's `leaderElection`.
+    fn apply(&self, file: &mut config::ConfigFile) {
+        let le = file.leader_election.get_or_insert_with(Default::default);
+        let set = |field: &mut Option<String>, flag: &Option<String>| {
+            if let Some(v) = flag {
+                *field = Some(v.clone());
+            }
+        };
+        if let Some(v) = self.leader_elect {
+            le.leader_elect = Some(v);
+        }
+        set(&mut le.lease_duration, &self.leader_elect_lease_duration);
+        set(&mut le.renew_deadline, &self.leader_elect_renew_deadline);
+        set(&mut le.retry_period, &self.leader_elect_retry_period);
+        set(&mut le.resource_lock, &self.leader_elect_resource_lock);
+        set(&mut le.resource_name, &self.leader_elect_resource_name);
+        set(
+            &mut le.resource_namespace,
+            &self.leader_elect_resource_namespace,
+        );
+    }
+}
+
+/// kube-scheduler's deprecated flags for its client and profiling:
+/// used without --config, ignored (and named) with it, as in
+/// kube-scheduler.
+#[derive(clap::Args)]
+struct DeprecatedClientArgs {
+    /// Sustained API requests per second (`clientConnection.qps`, 50).
+    #[arg(long, value_name = "QPS")]
+    kube_api_qps: Option<f32>,
+    /// Burst of API requests (`clientConnection.burst`, 100).
+    #[arg(long, value_name = "N")]
+    kube_api_burst: Option<u32>,
+    /// kube-scheduler's wire format; wasmsched's client speaks JSON.
+    #[arg(long, value_name = "TYPE")]
+    kube_api_content_type: Option<String>,
+    /// Go's /debug/pprof handlers: accepted, none exist here.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    profiling: Option<bool>,
+    /// Go's block profiling: accepted, none exists here.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    contention_profiling: Option<bool>,
+}
+
+impl DeprecatedClientArgs {
+    /// Without --config: writes the flags given into the (built-in)
+    /// file. With it: one note per flag given, which kube-scheduler
+    /// ignores then too.
+    fn apply(&self, file: &mut config::ConfigFile, with_config: bool, notes: &mut Vec<String>) {
+        let given: Vec<&str> = [
+            ("--kube-api-qps", self.kube_api_qps.is_some()),
+            ("--kube-api-burst", self.kube_api_burst.is_some()),
+            (
+                "--kube-api-content-type",
+                self.kube_api_content_type.is_some(),
+            ),
+            ("--profiling", self.profiling.is_some()),
+            (
+                "--contention-profiling",
+                self.contention_profiling.is_some(),
+            ),
+        ]
+        .into_iter()
+        .filter_map(|(flag, set)| set.then_some(flag))
+        .collect();
+        if with_config {
+            for flag in given {
+                notes.push(format!(
+                    "{flag} ignored: with --config the file's setting applies, as in kube-scheduler"
+                ));
+            }
+            return;
+        }
+        let cc = file.client_connection.get_or_insert_with(Default::default);
+        if let Some(q) = self.kube_api_qps {
+            cc.qps = Some(q);
+        }
+        if let Some(b) = self.kube_api_burst {
+            cc.burst = Some(b);
+        }
+        if let Some(t) = &self.kube_api_content_type {
+            cc.content_type = Some(t.clone());
+        }
+        if let Some(p) = self.profiling {
+            file.enable_profiling = Some(p);
+        }
+        if let Some(p) = self.contention_profiling {
+            file.enable_contention_profiling = Some(p);
+        }
+    }
+}
+
+/// `--listen`: `IP:PORT`, or `:PORT` for every address (Go's form).
+fn parse_listen(s: &str) -> Result<std::net::SocketAddr, String> {
+    let full = match s.strip_prefix(':') {
+        Some(port) => format!("0.0.0.0:{port}"),
+        None => s.to_string(),
+    };
+    full.parse()
+        .map_err(|_| format!("{s:?} is not IP:PORT or :PORT"))
+}
+
+/// A duration as Go writes it (`15s`, `1m0s`, `500ms`), checked here so
+/// that the error names the flag.
+fn go_duration(s: &str) -> Result<String, String> {
+    humantime::parse_duration(s)
+        .map(|_| s.to_string())
+        .map_err(|e| format!("{s:?} is not a duration such as 15s or 1m0s: {e}"))
 }
 
 /// The HTTPS port's flags, named after kube-scheduler's.
@@ -247,18 +421,19 @@ struct ServingArgs {
     /// Private key of --tls-cert-file (PEM).
     #[arg(long, value_name = "FILE")]
     tls_private_key_file: Option<PathBuf>,
-    /// Kubeconfig whose API server reviews the bearer tokens of /metrics
-    /// requests (TokenReview; default: the scheduler's own kubeconfig).
+    /// Kubeconfig whose API server reviews the bearer tokens of /metrics,
+    /// /configz and /explain requests (TokenReview; default: the
+    /// scheduler's own kubeconfig).
     #[arg(long, value_name = "FILE")]
     authentication_kubeconfig: Option<PathBuf>,
-    /// Kubeconfig whose API server authorizes /metrics requests
+    /// Kubeconfig whose API server authorizes those requests
     /// (SubjectAccessReview, `get` on the non-resource URL; default: the
     /// scheduler's own kubeconfig).
     #[arg(long, value_name = "FILE")]
     authorization_kubeconfig: Option<PathBuf>,
     /// Paths served to anyone, without a token (comma-separated, `/path`
     /// or `/prefix/*`). Add /metrics to turn its authentication off.
-    #[arg(long, value_delimiter = ',', default_value = "/healthz,/readyz")]
+    #[arg(long, value_delimiter = ',', default_value = "/healthz,/readyz,/livez")]
     authorization_always_allow_paths: Vec<String>,
     /// Connections the port serves at once; more are closed when accepted.
     #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..))]
@@ -421,6 +596,9 @@ enum PluginCommand {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if !cli.command.serves() {
+        end_quietly_on_closed_pipe();
+    }
     init_logging(&cli);
     match run(cli.command) {
         Ok(code) => code,
@@ -430,6 +608,32 @@ fn main() -> ExitCode {
             eprintln!("error: {}", escape::escape(&format!("{e:#}")));
             ExitCode::FAILURE
         }
+    }
+}
+
+impl Command {
+    /// A long-running command whose sockets and child processes must not
+    /// end the process when their peer goes away (`run`, `plugin watch`).
+    fn serves(&self) -> bool {
+        matches!(
+            self,
+            Command::Run(_) | Command::Plugin(PluginCommand::Watch { .. })
+        )
+    }
+}
+
+/// A reader that stops early (`wasmsched simulate ... | head -3`) ends
+/// the command as it ends `cat`: SIGPIPE's default action, a quiet exit
+/// (status 141 in a shell), instead of a panic on the next `print!` (Rust
+/// ignores SIGPIPE, so a write to a closed pipe fails with EPIPE). Sockets
+/// are not concerned: the standard library and tokio write to them with
+/// `MSG_NOSIGNAL`.
+fn end_quietly_on_closed_pipe() {
+    // SAFETY: called at start, before any other thread exists; SIG_DFL is
+    // a valid disposition for SIGPIPE.
+    #[allow(unsafe_code)]
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }
 
@@ -512,6 +716,19 @@ fn run(command: Command) -> Result<ExitCode> {
             let (file, base) = load_config(&a.config)?;
             let manifests = manifest::load(&a.paths)?;
             let scheduler = build_scheduler(&a.config, &file, &base, a.seed)?;
+            // What was skipped: with the error when nothing is left to
+            // schedule (a typo'd kind is then the likely cause), else
+            // before the report; other errors stay one line.
+            let skipped = manifests.skipped_line();
+            if let Err(cause) = manifests.check_schedulable(&a.paths) {
+                if let Some(line) = &skipped {
+                    eprintln!("{line}");
+                }
+                anyhow::bail!(cause);
+            }
+            for note in scheduler.notes(&file) {
+                tracing::warn!("{note}");
+            }
             let metrics = match &a.metrics {
                 None => None,
                 Some(path) => {
@@ -530,6 +747,9 @@ fn run(command: Command) -> Result<ExitCode> {
                     metrics,
                 },
             )?;
+            if let Some(line) = skipped {
+                eprintln!("{line}");
+            }
             print_as(a.output, &report, || output::table(&report))?;
             if a.fail_on_unschedulable && !report.unschedulable.is_empty() {
                 eprintln!(
@@ -555,7 +775,7 @@ fn run(command: Command) -> Result<ExitCode> {
             }
         }
         Command::Bench(a) => bench(a),
-        Command::Run(a) => run_scheduler(a),
+        Command::Run(a) => run_scheduler(*a),
         Command::DeletionCost(a) => deletion_cost(a),
         Command::ScaleDownPreview(a) => scale_down_preview(a),
         Command::Plugin(PluginCommand::Watch { config, debounce }) => {
@@ -703,6 +923,13 @@ fn print_profiles(path: &Option<PathBuf>) -> Result<ExitCode> {
     let (file, base) = load_config(path)?;
     let scheduler = build_scheduler(path, &file, &base, 0)?;
     print!("{}", config::describe::describe(&scheduler));
+    let notes = scheduler.notes(&file);
+    if !notes.is_empty() {
+        println!("\nread but not acted on:");
+        for note in notes {
+            println!("  {note}");
+        }
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -710,17 +937,44 @@ fn print_profiles(path: &Option<PathBuf>) -> Result<ExitCode> {
 fn run_scheduler(a: RunArgs) -> Result<ExitCode> {
     use std::sync::Arc;
     use wasmsched::runtime;
-    let (file, base) = load_config(&a.config)?;
-    let settings = config::runtime(&file, &base).map_err(|e| match &a.config {
+    let gates = wasmsched::feature_gates::FeatureGates::parse(&a.feature_gates)?;
+    let mut notes = gates.notes.clone();
+    let (mut file, base) = load_config(&a.config)?;
+    let named = |e: &dyn std::fmt::Display| match &a.config {
         Some(p) => anyhow::anyhow!("config {}: {e}", p.display()),
         None => anyhow::anyhow!("built-in config: {e}"),
-    })?;
+    };
+    a.leader_election.apply(&mut file);
+    a.client.apply(&mut file, a.config.is_some(), &mut notes);
+    let settings = config::runtime(&file, &base).map_err(|e| named(&e))?;
+    // kube-scheduler ignores --kubeconfig when its file is given; a
+    // file that names no kubeconfig (as `--write-config-to` writes it)
+    // takes the flag's here rather than falling back to in-cluster.
+    let kubeconfig = match (&a.kubeconfig, &settings.kubeconfig) {
+        (Some(flag), Some(from_file)) if config::file::is_kube_scheduler_file(&file) => {
+            notes.push(format!(
+                "--kubeconfig {} ignored: the file's clientConnection.kubeconfig ({}) applies, as in kube-scheduler",
+                flag.display(),
+                from_file.display()
+            ));
+            None
+        }
+        (flag, _) => flag.clone(),
+    };
     let scheduler = Arc::new(build_scheduler(&a.config, &file, &base, a.seed)?);
+    notes.extend(scheduler.notes(&file));
     let deletion_cost = wasmsched::deletion_cost::DeletionCostConfig::from_file(&file, &base)
-        .map_err(|e| match &a.config {
-            Some(p) => anyhow::anyhow!("config {}: {e}", p.display()),
-            None => anyhow::anyhow!("built-in config: {e}"),
-        })?;
+        .map_err(|e| named(&e))?;
+    for note in &notes {
+        tracing::warn!("{note}");
+    }
+    let listen = a.listen.unwrap_or_else(|| {
+        std::net::SocketAddr::new(
+            a.bind_address
+                .unwrap_or(std::net::Ipv4Addr::UNSPECIFIED.into()),
+            a.secure_port.unwrap_or(10259),
+        )
+    });
     let ending = runtime::run_blocking(
         scheduler,
         &file,
@@ -728,14 +982,15 @@ fn run_scheduler(a: RunArgs) -> Result<ExitCode> {
         settings,
         deletion_cost,
         runtime::Options {
-            kubeconfig: a.kubeconfig,
-            listen: a.listen,
+            kubeconfig,
+            listen,
             allow_http_apiserver: a.serving.allow_http_apiserver,
             serving: a.serving.options(),
             identity: a.identity,
             bind_delay: a.bind_delay,
-            leader_elect: a.leader_elect,
+            leader_elect: None,
             config: a.config.clone(),
+            feature_gates: gates.set,
         },
     )?;
     Ok(match ending {

@@ -5,9 +5,11 @@
 //! ReplicaSets and StatefulSets whose selectors PodTopologySpread's default
 //! constraints spread by) from YAML or JSON files and
 //! directories, as `kubectl get -o yaml` prints them: single objects,
-//! multi-document YAML, and `List` objects. Other kinds are skipped.
+//! multi-document YAML, and `List` objects, from files, directories
+//! or stdin (`-`). Other kinds are skipped, and counted by kind.
 
 use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1 as k8s;
@@ -53,8 +55,98 @@ pub struct Manifests {
     /// PersistentVolumes, claims, StorageClasses, CSINodes, CSIDrivers and
     /// CSIStorageCapacities.
     pub volumes: crate::framework::volumes::VolumeManifests,
-    /// Kinds skipped, with counts (reported at debug level).
-    pub skipped: HashMap<String, usize>,
+    /// Objects of kinds not read, counted by (kind, apiVersion); see
+    /// [`Manifests::skipped_line`].
+    pub skipped: BTreeMap<(String, String), usize>,
+    /// Manifest files read (stdin counts as one).
+    pub files: usize,
+    /// Objects found in them (`List` items one by one), read or skipped.
+    pub objects_read: usize,
+}
+
+impl Manifests {
+    /// The one line that names what was skipped, by kind (`skipped 3
+    /// objects: 2 DeviceTaintRule, 1 Pdo`); with the apiVersion where the
+    /// kind alone would not say why (`1 PodGroup
+    /// (scheduling.k8s.io/v1beta1)`: a kind read in other versions, or one
+    /// skipped in several). `None` when nothing was skipped.
+    pub fn skipped_line(&self) -> Option<String> {
+        let total: usize = self.skipped.values().sum();
+        if total == 0 {
+            return None;
+        }
+        let mut counts: Vec<(&(String, String), &usize)> = self.skipped.iter().collect();
+        // Most first, then by kind.
+        counts.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+        let versions = |kind: &str| self.skipped.keys().filter(|(k, _)| k == kind).count();
+        let mut line = format!("skipped {total} {}:", plural(total, "object"));
+        for (i, ((kind, api_version), n)) in counts.into_iter().enumerate() {
+            let sep = if i == 0 { " " } else { ", " };
+            let _ = write!(line, "{sep}{n} {}", escape::name(kind));
+            if read_in_another_version(kind) || versions(kind) > 1 {
+                let shown = if api_version.is_empty() {
+                    "no apiVersion".into()
+                } else {
+                    escape::name(api_version)
+                };
+                let _ = write!(line, " ({shown})");
+            }
+        }
+        Some(line)
+    }
+
+    /// Nothing to simulate: no Nodes, no Pods, or no Pod left to
+    /// schedule; the cause, for a one-line error that names `paths`.
+    pub fn check_schedulable(&self, paths: &[PathBuf]) -> Result<(), String> {
+        let shown: Vec<String> = paths.iter().map(|p| input::files::display(p)).collect();
+        let read = format!(
+            "read {} {} from {} {}",
+            self.objects_read,
+            plural(self.objects_read, "object"),
+            self.files,
+            plural(self.files, "file"),
+        );
+        let cause = if self.files == 0 {
+            "no manifest files (.yaml, .yml or .json) found".to_string()
+        } else if self.nodes.is_empty() && self.pods.is_empty() {
+            format!("no Nodes or Pods in the manifests ({read})")
+        } else if self.nodes.is_empty() {
+            format!("no Nodes in the manifests ({read})")
+        } else if self.pods.is_empty() {
+            format!("no Pods in the manifests ({read})")
+        } else if !self.pods.iter().any(is_pending) {
+            let n = self.pods.len();
+            let are = if n == 1 { "Pod is" } else { "Pods are" };
+            format!(
+                "no pending Pods to schedule: the {n} {are} bound to nodes or finished ({read})"
+            )
+        } else {
+            return Ok(());
+        };
+        Err(format!("{}: {cause}", shown.join(", ")))
+    }
+}
+
+/// Neither bound to a node nor finished.
+fn is_pending(p: &Pod) -> bool {
+    p.node_name.is_none() && !matches!(p.phase.as_str(), "Succeeded" | "Failed")
+}
+
+/// `word` or `words` after `n`.
+fn plural(n: usize, word: &str) -> String {
+    if n == 1 {
+        word.to_string()
+    } else {
+        format!("{word}s")
+    }
+}
+
+/// Whether `kind` is read from a manifest in some apiVersion (a plugin's
+/// kind, such as Coscheduling's PodGroup).
+fn read_in_another_version(kind: &str) -> bool {
+    crate::framework::registry::OBJECT_KINDS
+        .iter()
+        .any(|r| r.kind.kind == kind)
 }
 
 /// An object of a kind a plugin reads.
@@ -79,6 +171,7 @@ pub fn load_within(paths: &[PathBuf], limits: &Limits) -> Result<Manifests, Mani
     let mut seen_pods: HashMap<String, String> = HashMap::new();
     let mut budget = ReadBudget::new(*limits);
     for file in files(paths)? {
+        out.files += 1;
         load_file(
             &file,
             &mut budget,
@@ -93,6 +186,13 @@ pub fn load_within(paths: &[PathBuf], limits: &Limits) -> Result<Manifests, Mani
 /// The manifest files of every path, in order.
 fn files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, ManifestError> {
     let mut files = Vec::new();
+    if paths.iter().filter(|p| input::files::is_stdin(p)).count() > 1 {
+        return Err(ManifestError {
+            file: "stdin".into(),
+            location: String::new(),
+            cause: "`-` given more than once".into(),
+        });
+    }
     for path in paths {
         input::manifest_files(path, &mut files).map_err(|(p, e)| ManifestError {
             file: p.display().to_string(),
@@ -110,13 +210,14 @@ fn load_file(
     seen_nodes: &mut HashMap<String, String>,
     seen_pods: &mut HashMap<String, String>,
 ) -> Result<(), ManifestError> {
-    let name = file.display().to_string();
+    let name = input::files::display(file);
     let fail = |location: String, cause: String| ManifestError {
         file: name.clone(),
         location,
         cause,
     };
     for (doc, kind, obj) in file_objects(file, budget)? {
+        out.objects_read += 1;
         let label = object_label(&kind, &obj);
         let at = format!("document {doc} ({label}): ");
         let here = format!("{name} document {doc}");
@@ -208,7 +309,14 @@ fn load_file(
                 .map_err(|c| fail(at.clone(), c))?;
                 out.volumes.add(raw, here).map_err(|c| fail(at, c))?;
             }
-            other => *out.skipped.entry(other.to_string()).or_insert(0) += 1,
+            // A scheduler configuration beside the manifests (as the
+            // examples keep theirs): `--config` reads it, not skipped.
+            "WasmSchedulerConfiguration" | "KubeSchedulerConfiguration" => {}
+            other => {
+                let api_version = obj.get("apiVersion").and_then(Value::as_str);
+                let key = (other.to_string(), api_version.unwrap_or("").to_string());
+                *out.skipped.entry(key).or_insert(0) += 1
+            }
         }
     }
     Ok(())
@@ -377,7 +485,7 @@ pub fn raw_objects(paths: &[PathBuf]) -> Result<Vec<RawObject>, ManifestError> {
     let mut budget = ReadBudget::new(Limits::DEFAULT);
     let mut out = Vec::new();
     for file in files(paths)? {
-        let name = file.display().to_string();
+        let name = input::files::display(&file);
         for (doc, kind, obj) in file_objects(&file, &mut budget)? {
             let location = format!("document {doc} ({}): ", object_label(&kind, &obj));
             out.push(RawObject {
@@ -397,7 +505,7 @@ fn file_objects(
     file: &Path,
     budget: &mut ReadBudget,
 ) -> Result<Vec<(usize, String, Value)>, ManifestError> {
-    let name = file.display().to_string();
+    let name = input::files::display(file);
     let fail = |location: String, cause: String| ManifestError {
         file: name.clone(),
         location,

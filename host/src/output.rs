@@ -192,10 +192,10 @@ pub fn explain(e: &ExplainReport) -> String {
                 FilterVerdict::Error(r) => Some(format!("{}: error: {}", Escaped(p), Escaped(r))),
             })
             .collect();
-        let filter = if rejections.is_empty() {
-            "pass".to_string()
-        } else {
-            rejections.join("\n")
+        let filter = match (rejections.is_empty(), &n.note) {
+            (true, Some(note)) => format!("pass ({})", Escaped(note)),
+            (true, None) => "pass".to_string(),
+            (false, _) => rejections.join("\n"),
         };
         let scores: Vec<String> = n
             .scores

@@ -345,9 +345,14 @@ impl Sink for Outcomes {
             self.rejected = true;
         }
         let message = f.message();
+        verbose_failure(&f, &message);
         self.failed_now.push(f.pod.uid.clone());
         self.last_failure
             .insert(f.pod.uid.clone(), (message, f.profile));
+    }
+
+    fn waiting(&mut self, pod: &Arc<Pod>, _node: &str, message: &str, _profile: &str) {
+        crate::logging::waiting(&pod.key(), message);
     }
 
     fn preempt(&mut self, pod: &Arc<Pod>, nomination: &Nomination, _profile: &str) {
@@ -372,6 +377,13 @@ impl Sink for Outcomes {
             explanation,
         ));
     }
+}
+
+/// `-v=2`'s line for a failed attempt, and `-v=4`'s for each plugin that
+/// rejected the pod, as `run` logs them (kube-scheduler's lines).
+fn verbose_failure(f: &Failure, message: &str) {
+    crate::logging::unschedulable(&f.pod.key(), &f.profile, message);
+    crate::logging::rejected(f);
 }
 
 /// Rounds of Permit waits that end in rejections with no pod bound in
@@ -615,6 +627,7 @@ impl<'a> Simulation<'a> {
             profile: b.profile.clone(),
             gpus: crate::gpu_sharing::pod_gpus(&a.pod),
         };
+        crate::logging::bound(&a.pod.key(), &scheduled.node, &scheduled.profile);
         self.report().scheduled.push(scheduled);
     }
 

@@ -254,7 +254,7 @@ fn config_with_a_weight_out_of_range() {
     let line = assert_one_line_error(&simulate_config(&cfg("bad-weight.yaml")), &[]);
     assert_eq!(
         line,
-        format!("error: config {}: profiles[0].plugins.score.enabled[0].weight: must be in 1..=100, got 101", cfg("bad-weight.yaml"))
+        format!("error: config {}: profiles[0].plugins.score.enabled[0].weight: must be between 0 and 2147483647 (0 counts as 1, as in kube-scheduler), got -1", cfg("bad-weight.yaml"))
     );
 }
 

@@ -26,13 +26,22 @@ fn small_cluster() -> String {
     s(&fixtures().join("small-cluster"))
 }
 
+/// What `simulate` says on stderr about the small cluster's ConfigMap.
+const SMALL_CLUSTER_SKIPPED: &str = "skipped 1 object: 1 ConfigMap\n";
+
+/// Success with nothing on stderr (but the small cluster's skipped line).
 fn ok(o: &Output) {
     assert!(
         o.success,
         "exit {:?}\nstdout:\n{}\nstderr:\n{}",
         o.code, o.stdout, o.stderr
     );
-    assert!(o.stderr.is_empty(), "stderr:\n{}", o.stderr);
+    let stderr = o.stderr.strip_prefix(SMALL_CLUSTER_SKIPPED);
+    assert!(
+        o.stderr.is_empty() || stderr == Some(""),
+        "stderr:\n{}",
+        o.stderr
+    );
 }
 
 // ---------------------------------------------------------- GPU example
@@ -440,21 +449,31 @@ fn profiles_lists_the_built_in_gpu_scheduler() {
     );
     assert!(lines[12].ends_with(", SchedulingGates"), "{}", o.stdout);
     assert!(
-        lines[13].starts_with("  default args of NodeResourcesFit: {\"ignoredResources\":"),
+        lines[13].starts_with("  percentageOfNodesToScore: adaptive (upstream's rule: "),
         "{}",
         o.stdout
     );
     assert!(
-        lines[14].starts_with("wasm plugin GpuTopology: "),
+        lines[14].starts_with("  args of NodeResourcesFit: {\"ignoredResources\":"),
         "{}",
         o.stdout
     );
     assert!(
-        lines[15].starts_with("wasm plugin NetworkLocality: "),
+        lines[14].ends_with(" (the defaults add ignoredResources: HAMi's resources, which nodes do not advertise: GpuTopology fits them on HAMi nodes)"),
         "{}",
         o.stdout
     );
-    assert_eq!(lines.len(), 16, "{}", o.stdout);
+    assert!(
+        lines[15].starts_with("wasm plugin GpuTopology: "),
+        "{}",
+        o.stdout
+    );
+    assert!(
+        lines[16].starts_with("wasm plugin NetworkLocality: "),
+        "{}",
+        o.stdout
+    );
+    assert_eq!(lines.len(), 17, "{}", o.stdout);
 }
 
 #[test]
@@ -472,9 +491,15 @@ fn profiles_of_a_configuration_file() {
          permit: Coscheduling\n  prebind: VolumeBinding, DynamicResources, HAMiNodeLock\n  bind: DefaultBinder\n  \
          postbind: Coscheduling\n  from default (wasmsched): NodeUnschedulable, ";
     assert!(o.stdout.starts_with(chain), "{}", o.stdout);
-    // No GpuTopology: no default args for NodeResourcesFit.
-    assert!(!o.stdout.contains("default args"), "{}", o.stdout);
-    assert_eq!(o.stdout.lines().count(), 12, "{}", o.stdout);
+    // No GpuTopology: no default args for NodeResourcesFit, no args.
+    assert!(!o.stdout.contains("args of"), "{}", o.stdout);
+    assert!(
+        o.stdout
+            .contains("\n  percentageOfNodesToScore: adaptive (upstream's rule: "),
+        "{}",
+        o.stdout
+    );
+    assert_eq!(o.stdout.lines().count(), 13, "{}", o.stdout);
 }
 
 #[test]
@@ -518,7 +543,9 @@ fn a_kube_scheduler_file_means_kube_schedulers_defaults() {
          from default (kube-scheduler): NodeUnschedulable, NodeName, TaintToleration, NodeAffinity, NodePorts, \
          NodeResourcesFit, VolumeRestrictions, NodeVolumeLimits, VolumeBinding, VolumeZone, PodTopologySpread, \
          InterPodAffinity, DynamicResources, NodeResourcesBalancedAllocation, ImageLocality, DefaultPreemption, \
-         DefaultBinder, SchedulingGates, PrioritySort\n";
+         DefaultBinder, SchedulingGates, PrioritySort\n  \
+         percentageOfNodesToScore: adaptive (upstream's rule: every node below 100 nodes, \
+         else 50% less 1% per 125 nodes, at least 5% and 100 nodes)\n";
     let o = profiles_of(KUBE_FILE);
     ok(&o);
     assert_eq!(o.stdout, upstream);
@@ -563,8 +590,8 @@ fn every_extension_point_of_a_kube_scheduler_file_is_read() {
             "extenders: scheduler extenders are not supported",
         ),
         (
-            format!("{KUBE_FILE}podInitialBackoffSeconds: 3\n"),
-            "podInitialBackoffSeconds: only kube-scheduler's default 1 is supported",
+            format!("{KUBE_FILE}podInitialBackoffSeconds: 3\npodMaxBackoffSeconds: 2\n"),
+            "podMaxBackoffSeconds: must be greater than or equal to podInitialBackoffSeconds (3), got 2",
         ),
         (
             format!("{KUBE_FILE}delayCacheUntilActive: true\n"),
@@ -588,11 +615,13 @@ fn every_extension_point_of_a_kube_scheduler_file_is_read() {
         assert!(o.stderr.contains(expected), "{yaml}: {}", o.stderr);
         assert_eq!(o.stderr.trim().lines().count(), 1, "{}", o.stderr);
     }
-    // Accepted at kube-scheduler's defaults.
-    let o = profiles_of(&format!(
-        "{KUBE_FILE}podInitialBackoffSeconds: 1\npodMaxBackoffSeconds: 10\nenableProfiling: true\nextenders: []\n"
-    ));
-    ok(&o);
+    // Accepted at kube-scheduler's defaults, and at other backoffs.
+    for backoff in ["1\npodMaxBackoffSeconds: 10", "3\npodMaxBackoffSeconds: 60"] {
+        let o = profiles_of(&format!(
+            "{KUBE_FILE}podInitialBackoffSeconds: {backoff}\nenableProfiling: true\nextenders: []\n"
+        ));
+        ok(&o);
+    }
 }
 
 // ------------------------------------------------------ node metrics
@@ -695,7 +724,7 @@ fn fail_on_unschedulable_exits_3_after_the_report() {
     assert!(o.stdout.contains("Unschedulable 1 pod(s):"), "{}", o.stdout);
     assert_eq!(
         o.stderr,
-        "error: 1 pod(s) unschedulable (--fail-on-unschedulable)\n"
+        format!("{SMALL_CLUSTER_SKIPPED}error: 1 pod(s) unschedulable (--fail-on-unschedulable)\n")
     );
     // Nothing unschedulable: 0.
     let dir = tempfile::tempdir().unwrap();
@@ -817,4 +846,543 @@ fn v10_logs_scores_as_klog_json_and_no_compiler_internals() {
     // The default level: nothing.
     let o = wasmsched(&["simulate", &s(&gpu_example())]);
     ok(&o);
+}
+
+// ------------------------------------------- issue 49: a CLI that behaves
+
+/// A cluster of one Node and two pending Pods (one too large), as YAML.
+const TWO_PODS: &str = "apiVersion: v1\nkind: Node\nmetadata: {name: n1}\nstatus:\n  allocatable: {cpu: '4', memory: 8Gi, pods: '110'}\n---\n\
+    apiVersion: v1\nkind: Pod\nmetadata: {name: small, namespace: default}\nspec:\n  schedulerName: gpu-scheduler\n  containers: [{name: c, image: x, resources: {requests: {cpu: '1'}}}]\n---\n\
+    apiVersion: v1\nkind: Pod\nmetadata: {name: large, namespace: default}\nspec:\n  schedulerName: gpu-scheduler\n  containers: [{name: c, image: x, resources: {requests: {cpu: '64'}}}]\n";
+
+/// Runs `wasmsched ARGS` with `stdin` as its input and stdout a pipe
+/// closed at once (a reader that stopped, as `| head -0`); returns the
+/// exit status and stderr.
+fn with_closed_stdout(args: &[&str], cwd: &Path) -> (std::process::ExitStatus, String) {
+    use std::io::Read;
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_wasmsched"))
+        .args(args)
+        .current_dir(cwd)
+        .env_remove("WASMSCHED_LOG")
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("running wasmsched");
+    drop(child.stdout.take());
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    (child.wait().unwrap(), stderr)
+}
+
+#[test]
+fn a_closed_pipe_ends_every_command_quietly() {
+    use std::os::unix::process::ExitStatusExt;
+    let dir = tempfile::tempdir().unwrap();
+    let cluster = dir.path().join("c.yaml");
+    std::fs::write(&cluster, TWO_PODS).unwrap();
+    let cluster = s(&cluster);
+    let config = native_config();
+    let gpu = s(&gpu_example());
+    let chaos = s(&chaos_wasm());
+    let scale_down = s(&repo_root().join("examples/scale-down"));
+    let commands: Vec<Vec<&str>> = vec![
+        vec!["simulate", &gpu],
+        vec!["simulate", &cluster, "--config", &config, "-o", "json"],
+        vec![
+            "simulate",
+            &cluster,
+            "--config",
+            &config,
+            "--explain",
+            "default/small",
+        ],
+        vec!["profiles"],
+        vec!["profiles", "--config", &config],
+        vec!["plugin", "check", &chaos],
+        vec!["plugin", "new", "piped-policy", "--lang", "rust"],
+        vec!["scale-down-preview", "--replicas", "1", &scale_down],
+        vec![
+            "bench",
+            "--nodes",
+            "20",
+            "--pods",
+            "20",
+            "--scenario",
+            "core",
+        ],
+        vec!["completion", "bash"],
+        vec!["--help"],
+        vec!["simulate", "--help"],
+        vec!["--version"],
+    ];
+    for args in commands {
+        let (status, stderr) = with_closed_stdout(&args, dir.path());
+        assert!(
+            !stderr.contains("panicked") && !stderr.contains("Broken pipe"),
+            "{args:?}: {stderr}"
+        );
+        assert!(
+            status.code() == Some(0) || status.signal() == Some(libc_sigpipe()),
+            "{args:?}: {status:?}\n{stderr}"
+        );
+        // bench says what it runs on stderr; the others say nothing.
+        if args[0] != "bench" {
+            assert_eq!(stderr, "", "{args:?}");
+        }
+    }
+}
+
+/// SIGPIPE's number (13 on Linux and the BSDs).
+fn libc_sigpipe() -> i32 {
+    13
+}
+
+/// Runs `wasmsched ARGS` with `input` on stdin.
+fn with_stdin(args: &[&str], input: &str) -> Output {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_wasmsched"))
+        .args(args)
+        .env_remove("WASMSCHED_LOG")
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("running wasmsched");
+    let mut stdin = child.stdin.take().unwrap();
+    let input = input.to_string();
+    let writer = std::thread::spawn(move || {
+        let _ = stdin.write_all(input.as_bytes());
+    });
+    let o = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    Output {
+        success: o.status.success(),
+        code: o.status.code(),
+        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+    }
+}
+
+#[test]
+fn simulate_dash_reads_yaml_or_json_from_stdin() {
+    let config = native_config();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("c.yaml");
+    std::fs::write(&file, TWO_PODS).unwrap();
+    let args = |path: &str| -> Vec<String> {
+        ["simulate", path, "--config", &config, "-o", "json"]
+            .iter()
+            .map(|a| a.to_string())
+            .collect()
+    };
+    let from_file = wasmsched(
+        &args(&s(&file))
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+    );
+    ok(&from_file);
+    // Multi-document YAML.
+    let dash = args("-");
+    let dash: Vec<&str> = dash.iter().map(String::as_str).collect();
+    let o = with_stdin(&dash, TWO_PODS);
+    ok(&o);
+    assert_eq!(o.stdout, from_file.stdout);
+    let v: Value = serde_json::from_str(&o.stdout).unwrap();
+    assert_eq!(v["scheduled"][0]["pod"], "small");
+    assert_eq!(v["unschedulable"][0]["pod"], "large");
+    // JSON: a List, then a second document (kubectl's `-o json` of two
+    // commands, concatenated).
+    let docs: Vec<Value> = TWO_PODS
+        .split("---\n")
+        .map(|d| serde_saphyr::from_str(d).unwrap())
+        .collect();
+    let json = format!(
+        "{}\n---\n{}\n",
+        serde_json::json!({"apiVersion": "v1", "kind": "List", "items": &docs[..2]}),
+        docs[2]
+    );
+    let o = with_stdin(&dash, &json);
+    ok(&o);
+    assert_eq!(o.stdout, from_file.stdout);
+    // Beside files: the Node from a file, the Pods from stdin.
+    let node = dir.path().join("node.yaml");
+    std::fs::write(&node, TWO_PODS.split("---\n").next().unwrap()).unwrap();
+    let pods: Vec<&str> = TWO_PODS.split("---\n").skip(1).collect();
+    let o = with_stdin(
+        &[
+            "simulate",
+            &s(&node),
+            "-",
+            "--config",
+            &config,
+            "-o",
+            "json",
+        ],
+        &pods.join("---\n"),
+    );
+    ok(&o);
+    assert_eq!(o.stdout, from_file.stdout);
+    // Errors name stdin.
+    let o = with_stdin(&dash, "kind: Pod\nmetadata: [\n");
+    assert_one_line_error(&o, &["error: stdin: document 1: not valid YAML/JSON"]);
+    let o = with_stdin(&["simulate", "-", "-"], TWO_PODS);
+    assert_one_line_error(&o, &["error: stdin: `-` given more than once"]);
+}
+
+#[test]
+fn input_with_nothing_to_schedule_is_a_one_line_error() {
+    let config = native_config();
+    let dir = tempfile::tempdir().unwrap();
+    let node = "apiVersion: v1\nkind: Node\nmetadata: {name: n1}\nstatus:\n  allocatable: {cpu: '4', memory: 8Gi, pods: '110'}\n";
+    let pod = "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: default}\nspec:\n  containers: [{name: c, image: x}]\n";
+    let bound = "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: default}\nspec:\n  nodeName: n1\n  containers: [{name: c, image: x}]\n";
+    let config_map = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n";
+    let case = |name: &str, files: &[(&str, &str)]| -> String {
+        let d = dir.path().join(name);
+        std::fs::create_dir(&d).unwrap();
+        for (f, text) in files {
+            std::fs::write(d.join(f), text).unwrap();
+        }
+        s(&d)
+    };
+    let empty_dir = case("empty-dir", &[("notes.txt", "not a manifest")]);
+    let empty_file = case("empty-file", &[("a.yaml", "")]);
+    let unrelated = case("unrelated", &[("cm.yaml", config_map)]);
+    let no_nodes = case("no-nodes", &[("p.yaml", pod)]);
+    let no_pods = case("no-pods", &[("n.yaml", node)]);
+    let all_bound = case("all-bound", &[("n.yaml", node), ("p.yaml", bound)]);
+    for (path, cause) in [
+        (
+            &empty_dir,
+            "no manifest files (.yaml, .yml or .json) found".to_string(),
+        ),
+        (
+            &empty_file,
+            "no Nodes or Pods in the manifests (read 0 objects from 1 file)".into(),
+        ),
+        (
+            &no_nodes,
+            "no Nodes in the manifests (read 1 object from 1 file)".into(),
+        ),
+        (
+            &no_pods,
+            "no Pods in the manifests (read 1 object from 1 file)".into(),
+        ),
+        (
+            &all_bound,
+            "no pending Pods to schedule: the 1 Pod is bound to nodes or finished (read 2 objects from 2 files)"
+                .into(),
+        ),
+    ] {
+        let o = wasmsched(&["simulate", path, "--config", &config]);
+        let line = assert_one_line_error(&o, &[]);
+        assert_eq!(line, format!("error: {path}: {cause}"));
+    }
+    // Unrelated YAML: the skipped line, then the error.
+    let o = wasmsched(&["simulate", &unrelated, "--config", &config]);
+    assert_eq!(o.code, Some(1), "{}", o.stderr);
+    assert_eq!(
+        o.stderr,
+        format!(
+            "skipped 1 object: 1 ConfigMap\nerror: {unrelated}: no Nodes or Pods in the manifests (read 1 object from 1 file)\n"
+        )
+    );
+    assert_eq!(o.stdout, "");
+    // Several paths are all named.
+    let o = wasmsched(&["simulate", &no_pods, &empty_file, "--config", &config]);
+    assert_one_line_error(
+        &o,
+        &[&format!(
+            "error: {no_pods}, {empty_file}: no Pods in the manifests (read 1 object from 2 files)"
+        )],
+    );
+}
+
+#[test]
+fn skipped_objects_are_counted_by_kind_in_one_line() {
+    let config = native_config();
+    let dir = tempfile::tempdir().unwrap();
+    let extra = "apiVersion: resource.k8s.io/v1alpha3\nkind: DeviceTaintRule\nmetadata: {name: a}\n---\n\
+        apiVersion: resource.k8s.io/v1alpha3\nkind: DeviceTaintRule\nmetadata: {name: b}\n---\n\
+        apiVersion: v1\nkind: Pdo\nmetadata: {name: typo, namespace: default}\n---\n\
+        apiVersion: scheduling.k8s.io/v1beta1\nkind: PodGroup\nmetadata: {name: g, namespace: default}\n---\n\
+        apiVersion: v1\nkind: List\nitems:\n- apiVersion: apps/v1\n  kind: Deployment\n  metadata: {name: d}\n";
+    std::fs::write(dir.path().join("c.yaml"), format!("{TWO_PODS}---\n{extra}")).unwrap();
+    // At the default level, and in every output format.
+    for format in ["table", "json"] {
+        let o = wasmsched(&[
+            "simulate",
+            &s(dir.path()),
+            "--config",
+            &config,
+            "-o",
+            format,
+        ]);
+        assert!(o.success, "{}", o.stderr);
+        assert_eq!(
+            o.stderr,
+            "skipped 5 objects: 2 DeviceTaintRule, 1 Deployment, 1 Pdo, 1 PodGroup (scheduling.k8s.io/v1beta1)\n"
+        );
+    }
+    // The small cluster's ConfigMap.
+    let o = wasmsched(&["simulate", &small_cluster(), "--config", &config]);
+    assert!(o.success, "{}", o.stderr);
+    assert_eq!(o.stderr, SMALL_CLUSTER_SKIPPED);
+}
+
+#[test]
+fn v2_logs_each_binding_and_failed_attempt_of_simulate() {
+    let config = native_config();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("c.yaml");
+    std::fs::write(&file, TWO_PODS).unwrap();
+    let path = s(&file);
+    for v in [&["-v=2"][..], &["-v", "2"], &["--v=2"], &["--v", "4"]] {
+        let mut args = v.to_vec();
+        args.extend(["simulate", &path, "--config", &config]);
+        let o = wasmsched(&args);
+        assert!(o.success, "{v:?}: {}", o.stderr);
+        let bound: Vec<&str> = o
+            .stderr
+            .lines()
+            .filter(|l| l.contains("Successfully bound pod to node"))
+            .collect();
+        assert_eq!(bound.len(), 1, "{v:?}: {}", o.stderr);
+        assert!(
+            bound[0].contains("pod=default/small") && bound[0].contains("node=n1"),
+            "{}",
+            bound[0]
+        );
+        let failed: Vec<&str> = o
+            .stderr
+            .lines()
+            .filter(|l| l.contains("Unable to schedule pod; no fit; waiting"))
+            .collect();
+        assert!(!failed.is_empty(), "{v:?}: {}", o.stderr);
+        for l in failed {
+            assert!(
+                l.contains("pod=default/large") && l.contains("Insufficient cpu"),
+                "{l}"
+            );
+        }
+    }
+    // JSON lines carry klog's keys.
+    let o = wasmsched(&[
+        "-v=2",
+        "--logging-format",
+        "json",
+        "simulate",
+        &path,
+        "--config",
+        &config,
+    ]);
+    assert!(o.success, "{}", o.stderr);
+    let bound: Vec<Value> = o
+        .stderr
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|l| l["msg"] == "Successfully bound pod to node")
+        .collect();
+    assert_eq!(bound.len(), 1, "{}", o.stderr);
+    assert_eq!(bound[0]["v"], 2);
+    assert_eq!(
+        bound[0]["pod"],
+        serde_json::json!({"name": "small", "namespace": "default"})
+    );
+    // -v 0 (and the default): nothing.
+    for v in [&["-v", "0"][..], &[]] {
+        let mut args = v.to_vec();
+        args.extend(["simulate", &path, "--config", &config]);
+        let o = wasmsched(&args);
+        assert!(o.success, "{v:?}: {}", o.stderr);
+        assert_eq!(o.stderr, "", "{v:?}");
+    }
+}
+
+#[test]
+fn profiles_print_percentage_of_nodes_to_score_and_effective_args() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.yaml");
+    std::fs::write(
+        &config,
+        "apiVersion: wasmsched.io/v1alpha1\nkind: WasmSchedulerConfiguration\n\
+         percentageOfNodesToScore: 30\n\
+         profiles:\n\
+         - schedulerName: gpu-scheduler\n  percentageOfNodesToScore: 20\n  pluginConfig:\n\
+         \x20 - name: NodeResourcesFit\n    args: {scoringStrategy: {type: MostAllocated}}\n\
+         \x20 - name: DefaultPreemption\n    args: {minCandidateNodesPercentage: 20}\n\
+         - schedulerName: second\n\
+         - schedulerName: third\n  percentageOfNodesToScore: 0\n  plugins:\n    multiPoint:\n      disabled: [{name: GpuTopology}]\n  pluginConfig:\n\
+         \x20 - name: NodeResourcesFit\n    args: {ignoredResources: [example.com/x]}\n",
+    )
+    .unwrap();
+    let o = wasmsched(&["profiles", "--config", &s(&config)]);
+    ok(&o);
+    // Each profile's section, up to the next profile or the wasm plugins.
+    let section = |name: &str| -> String {
+        let start = o
+            .stdout
+            .find(&format!("profile {name}\n"))
+            .unwrap_or_else(|| panic!("{name}: {}", o.stdout));
+        // With its last newline.
+        let rest = &o.stdout[start..];
+        let end = rest
+            .find("\nprofile ")
+            .or_else(|| rest.find("\nwasm plugin "))
+            .map_or(rest.len(), |e| e + 1);
+        rest[..end].to_string()
+    };
+    let first = section("gpu-scheduler");
+    assert!(
+        first.contains("\n  percentageOfNodesToScore: 20 (the profile's)\n"),
+        "{first}"
+    );
+    // The file's args over the defaults' ignoredResources.
+    let fit = first
+        .lines()
+        .find(|l| l.starts_with("  args of NodeResourcesFit: "))
+        .unwrap_or_else(|| panic!("{first}"));
+    let json = fit
+        .strip_prefix("  args of NodeResourcesFit: ")
+        .unwrap()
+        .split(" (")
+        .next()
+        .unwrap();
+    let args: Value = serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {fit}"));
+    assert_eq!(args["scoringStrategy"]["type"], "MostAllocated", "{fit}");
+    assert!(args["ignoredResources"].is_array(), "{fit}");
+    assert!(
+        fit.ends_with(" (the defaults add ignoredResources: HAMi's resources, which nodes do not advertise: GpuTopology fits them on HAMi nodes)"),
+        "{fit}"
+    );
+    assert!(
+        first.contains(
+            "\n  args of DefaultPreemption: {\"minCandidateNodesPercentage\":20} (the file's pluginConfig)\n"
+        ),
+        "{first}"
+    );
+    let second = section("second");
+    assert!(
+        second.contains("\n  percentageOfNodesToScore: 30 (the file's)\n"),
+        "{second}"
+    );
+    // The defaults' args alone.
+    assert!(
+        second.contains("\n  args of NodeResourcesFit: {\"ignoredResources\":"),
+        "{second}"
+    );
+    assert!(!second.contains("args of DefaultPreemption"), "{second}");
+    let third = section("third");
+    assert!(
+        third
+            .contains("\n  percentageOfNodesToScore: adaptive (the profile's 0: upstream's rule: "),
+        "{third}"
+    );
+    // No GpuTopology: no default args; the file's own.
+    assert!(
+        third.contains(
+            "\n  args of NodeResourcesFit: {\"ignoredResources\":[\"example.com/x\"]} (the file's pluginConfig)"
+        ),
+        "{third}"
+    );
+}
+
+#[test]
+fn explain_says_why_a_node_that_passed_has_no_score() {
+    let dir = tempfile::tempdir().unwrap();
+    // 120 nodes and percentageOfNodesToScore 10: Filter stops after 100
+    // feasible nodes (upstream's minimum), 20 are never evaluated.
+    let mut text = String::new();
+    for i in 0..120 {
+        text.push_str(&format!(
+            "apiVersion: v1\nkind: Node\nmetadata: {{name: node-{i:03}}}\nstatus:\n  allocatable: {{cpu: '4', memory: 8Gi, pods: '110'}}\n---\n"
+        ));
+    }
+    text.push_str("apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: default}\nspec:\n  schedulerName: gpu-scheduler\n  containers: [{name: c, image: x}]\n");
+    let cluster = dir.path().join("c.yaml");
+    std::fs::write(&cluster, text).unwrap();
+    let config = dir.path().join("config.yaml");
+    std::fs::write(
+        &config,
+        std::fs::read_to_string(native_config()).unwrap().replace(
+            "parallelism: 2\n",
+            "parallelism: 2\npercentageOfNodesToScore: 10\n",
+        ),
+    )
+    .unwrap();
+    let base = [
+        "simulate",
+        &s(&cluster),
+        "--config",
+        &s(&config),
+        "--explain",
+        "default/p",
+    ];
+    let o = wasmsched(&[&base[..], &["-o", "json"]].concat());
+    ok(&o);
+    let v: Value = serde_json::from_str(&o.stdout).unwrap();
+    let nodes = v["explain"]["nodes"].as_array().unwrap();
+    assert_eq!(nodes.len(), 120);
+    let unscored: Vec<&Value> = nodes.iter().filter(|n| n["total"].is_null()).collect();
+    assert_eq!(unscored.len(), 20, "{}", o.stdout);
+    for n in &unscored {
+        assert_eq!(
+            n["note"],
+            "not evaluated: Filter stopped after finding 100 feasible node(s) of 120 (percentageOfNodesToScore 10%)",
+            "{n}"
+        );
+    }
+    assert!(nodes
+        .iter()
+        .filter(|n| !n["total"].is_null())
+        .all(|n| n.get("note").is_none()));
+    // The table says it in the FILTER column.
+    let o = wasmsched(&base);
+    ok(&o);
+    let names: Vec<String> = unscored
+        .iter()
+        .map(|n| n["node"].as_str().unwrap().to_string())
+        .collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let rows = explain_rows(&o.stdout, &names);
+    assert_eq!(rows.len(), 20, "{}", o.stdout);
+    for (_, row) in rows {
+        assert!(row.contains("pass (not evaluated: Filter stopped"), "{row}");
+    }
+
+    // The only feasible node: Score skipped, its scores for reference.
+    let o = wasmsched(&[
+        "simulate",
+        &small_cluster(),
+        "--config",
+        &native_config(),
+        "--explain",
+        "apps/medium",
+        "-o",
+        "json",
+    ]);
+    ok(&o);
+    let v: Value = serde_json::from_str(&o.stdout).unwrap();
+    let big = v["explain"]["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["node"] == "big")
+        .unwrap();
+    assert_eq!(
+        big["note"],
+        "the only feasible node: the decision skipped Score (as upstream); the scores are shown for reference",
+        "{big}"
+    );
 }

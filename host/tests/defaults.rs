@@ -194,7 +194,7 @@ fn profiles_say_where_each_plugin_comes_from() {
     assert!(out.contains("  queuesort: Coscheduling\n"), "{out}");
     assert!(out.contains("  from default (wasmsched): "), "{out}");
     assert!(
-        out.contains("  default args of NodeResourcesFit: {\"ignoredResources\":[\"nvidia.com/gpumem\",\"nvidia.com/gpumem-percentage\",\"nvidia.com/gpucores\",\"nvidia.com/priority\"]}"),
+        out.contains("  args of NodeResourcesFit: {\"ignoredResources\":[\"nvidia.com/gpumem\",\"nvidia.com/gpumem-percentage\",\"nvidia.com/gpucores\",\"nvidia.com/priority\"]} (the defaults add ignoredResources: "),
         "{out}"
     );
 

@@ -73,6 +73,15 @@ fn node_yaml(name: &str) -> String {
     format!("apiVersion: v1\nkind: Node\nmetadata: {{name: {name}}}\nstatus: {{allocatable: {{cpu: \"4\", pods: \"10\"}}}}\n")
 }
 
+/// A Node and a pending Pod: something for `simulate` to schedule.
+fn cluster_yaml() -> String {
+    format!(
+        "{}---\napiVersion: v1\nkind: Pod\nmetadata: {{name: p, namespace: default}}\n\
+         spec: {{schedulerName: gpu-scheduler, containers: [{{name: c, image: x}}]}}\n",
+        node_yaml("n1")
+    )
+}
+
 // ------------------------------------------------------- files and walks
 
 #[test]
@@ -206,7 +215,7 @@ fn input_over_the_total_limit_is_refused() {
 #[test]
 fn fifo_in_a_manifest_directory_is_skipped_with_a_warning() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("nodes.yaml"), node_yaml("n1")).unwrap();
+    std::fs::write(dir.path().join("nodes.yaml"), cluster_yaml()).unwrap();
     let fifo = dir.path().join("stuck.yaml");
     mkfifo(&fifo);
     // Before: the walk opened the FIFO and waited for a writer forever.
@@ -248,7 +257,7 @@ fn symlink_loop_in_a_manifest_directory_is_skipped_with_a_warning() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("cluster");
     std::fs::create_dir_all(root.join("sub")).unwrap();
-    std::fs::write(root.join("sub").join("nodes.yaml"), node_yaml("n1")).unwrap();
+    std::fs::write(root.join("sub").join("nodes.yaml"), cluster_yaml()).unwrap();
     let link = root.join("sub").join("back");
     std::os::unix::fs::symlink(&root, &link).unwrap();
     // Before: the walk went round the loop until the kernel refused the
@@ -534,7 +543,7 @@ fn tables_escape_what_they_print() {
 #[test]
 fn log_lines_escape_names_from_input() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("nodes.yaml"), node_yaml("n1")).unwrap();
+    std::fs::write(dir.path().join("nodes.yaml"), cluster_yaml()).unwrap();
     let fifo: PathBuf = dir.path().join("evil\n\u{1b}[31mWARN forged.yaml");
     mkfifo(&fifo);
     let o = wasmsched_unless_blocked(&[

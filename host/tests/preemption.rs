@@ -97,7 +97,8 @@ fn a_missing_priority_class_is_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
         dir.path().join("pods.yaml"),
-        "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: ns}\n\
+        "apiVersion: v1\nkind: Node\nmetadata: {name: n}\nstatus: {allocatable: {cpu: '4', pods: '10'}}\n---\n\
+         apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: ns}\n\
          spec: {priorityClassName: gold, containers: [{name: c, image: x}]}\n",
     )
     .unwrap();

@@ -1,7 +1,8 @@
 //! `wasmsched profiles`: each profile's effective plugin chain per
 //! extension point, where each plugin comes from (the defaults, the file,
-//! a fragment it includes), the args the defaults add, and the wasm
-//! components.
+//! a fragment it includes), its `percentageOfNodesToScore`, each
+//! plugin's args as it runs with them (the file's `pluginConfig` over the
+//! args the defaults add), and the wasm components.
 
 use std::fmt::Write;
 
@@ -81,7 +82,8 @@ fn chain(out: &mut String, p: &Profile) {
 }
 
 /// One line per source with the profile's plugins from it (in member
-/// order), then the args the defaults add.
+/// order), then `percentageOfNodesToScore` and the args of each plugin
+/// that has some.
 fn sources(out: &mut String, p: &Profile, plan: &ProfilePlan) {
     let mut groups: Vec<(String, Vec<&str>)> = Vec::new();
     for m in &p.members {
@@ -98,11 +100,44 @@ fn sources(out: &mut String, p: &Profile, plan: &ProfilePlan) {
     for (source, names) in groups {
         let _ = writeln!(out, "  from {source}: {}", names.join(", "));
     }
-    for d in &plan.default_args {
-        let _ = writeln!(
-            out,
-            "  default args of {}: {} ({})",
-            d.plugin, d.args, d.why
-        );
+    let pct = match plan.percentage_of_nodes_to_score {
+        Some((p, from)) if p > 0 => format!("{p} ({from})"),
+        Some((_, from)) => format!("adaptive ({from} 0: {ADAPTIVE})"),
+        None => format!("adaptive ({ADAPTIVE})"),
+    };
+    let _ = writeln!(out, "  percentageOfNodesToScore: {pct}");
+    for m in &p.members {
+        let name = m.name();
+        let Some(args) = plan.args.get(name).filter(|a| !a.is_null()) else {
+            continue;
+        };
+        let _ = write!(out, "  args of {name}: {args}");
+        let from = match plan.default_args.iter().find(|d| d.plugin == name) {
+            None => "the file's pluginConfig".to_string(),
+            Some(d) => {
+                // The default keys whose value the file left alone.
+                let kept: Vec<&str> = d
+                    .args
+                    .as_object()
+                    .map(|m| {
+                        m.iter()
+                            .filter(|(k, v)| args.get(k.as_str()) == Some(*v))
+                            .map(|(k, _)| k.as_str())
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                if kept.is_empty() {
+                    "the file's pluginConfig, over the defaults'".to_string()
+                } else {
+                    format!("the defaults add {}: {}", kept.join(", "), d.why)
+                }
+            }
+        };
+        let _ = writeln!(out, " ({from})");
     }
 }
+
+/// upstream's rule when `percentageOfNodesToScore` is unset or 0.
+const ADAPTIVE: &str =
+    "upstream's rule: every node below 100 nodes, else 50% less 1% per 125 nodes, \
+                        at least 5% and 100 nodes";

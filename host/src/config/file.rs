@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelectorRequirement;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use super::{err, ConfigError};
 use crate::wasm::FailurePolicy;
@@ -36,17 +36,7 @@ pub fn check(file: &ConfigFile) -> Result<(), ConfigError> {
             "scheduler extenders are not supported (a wasm plugin does an extender's Filter, Score and Bind in-process: docs/writing-plugins.md)",
         ));
     }
-    for (field, value, default) in [
-        ("podInitialBackoffSeconds", k.pod_initial_backoff_seconds, 1),
-        ("podMaxBackoffSeconds", k.pod_max_backoff_seconds, 10),
-    ] {
-        if value.is_some_and(|v| v != default) {
-            return Err(err(
-                field,
-                format!("only kube-scheduler's default {default} is supported"),
-            ));
-        }
-    }
+    backoff(file)?;
     if k.delay_cache_until_active == Some(true) {
         return Err(err(
             "delayCacheUntilActive",
@@ -60,11 +50,89 @@ pub fn check(file: &ConfigFile) -> Result<(), ConfigError> {
         if value.as_deref().is_some_and(|v| !v.is_empty()) {
             return Err(err(
                 field,
-                "deprecated and not supported (use --bind-address and --secure-port)",
+                "not a field of kube-scheduler's v1 configuration (removed in v1); use the flags --bind-address and --secure-port",
             ));
         }
     }
     Ok(())
+}
+
+/// The longest backoff a configuration may ask for (a day): a pod is
+/// never parked for longer than that after a failed attempt.
+pub const MAX_BACKOFF_SECONDS: i64 = 86_400;
+
+/// `podInitialBackoffSeconds` and `podMaxBackoffSeconds` (kube-scheduler's
+/// defaults 1 and 10 and its validation: the initial above 0, the maximum
+/// not below the initial).
+pub fn backoff(file: &ConfigFile) -> Result<crate::framework::queue::Backoff, ConfigError> {
+    let initial = file.pod_initial_backoff_seconds.unwrap_or(1);
+    let max = file.pod_max_backoff_seconds.unwrap_or(10);
+    for (field, v) in [
+        ("podInitialBackoffSeconds", initial),
+        ("podMaxBackoffSeconds", max),
+    ] {
+        if v <= 0 {
+            return Err(err(field, format!("must be greater than 0, got {v}")));
+        }
+        if v > MAX_BACKOFF_SECONDS {
+            return Err(err(
+                field,
+                format!("must be at most {MAX_BACKOFF_SECONDS} (a day), got {v}"),
+            ));
+        }
+    }
+    if max < initial {
+        return Err(err(
+            "podMaxBackoffSeconds",
+            format!(
+                "must be greater than or equal to podInitialBackoffSeconds ({initial}), got {max}"
+            ),
+        ));
+    }
+    Ok(crate::framework::queue::Backoff {
+        initial_ms: initial as u64 * 1000,
+        max_ms: max as u64 * 1000,
+    })
+}
+
+/// What the file sets that wasmsched reads but does not act on, one line
+/// each (logged at start by `run`, printed by `profiles`): settings of
+/// kube-scheduler's file that only make sense for a Go program or for its
+/// client library.
+pub fn unused_settings(file: &ConfigFile) -> Vec<String> {
+    let mut notes = Vec::new();
+    if let Some(cc) = &file.client_connection {
+        for (field, value) in [
+            ("clientConnection.contentType", &cc.content_type),
+            (
+                "clientConnection.acceptContentTypes",
+                &cc.accept_content_types,
+            ),
+        ] {
+            if let Some(v) = value
+                .as_deref()
+                .filter(|v| !v.is_empty() && !v.contains("json"))
+            {
+                notes.push(format!(
+                    "{field} {v:?}: not used; wasmsched's client reads and writes the same objects as JSON"
+                ));
+            }
+        }
+    }
+    for (field, value) in [
+        ("enableProfiling", file.enable_profiling),
+        (
+            "enableContentionProfiling",
+            file.enable_contention_profiling,
+        ),
+    ] {
+        if value == Some(true) {
+            notes.push(format!(
+                "{field} true: not used; Go's /debug/pprof handlers do not exist in wasmsched"
+            ));
+        }
+    }
+    notes
 }
 
 /// Whether the file is kube-scheduler's own `KubeSchedulerConfiguration`
@@ -83,7 +151,7 @@ fn at_most(field: &str, value: Option<usize>, max: usize) -> Result<(), ConfigEr
 }
 
 /// The whole file.
-#[derive(Debug, Clone, Deserialize, Default, PartialEq)]
+#[derive(Debug, Clone, Deserialize, Serialize, Default, PartialEq)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ConfigFile {
     /// `wasmsched.io/v1alpha1` or `kubescheduler.config.k8s.io/v1`.
@@ -130,21 +198,24 @@ pub struct ConfigFile {
     /// (`wasmsched profiles` says where an entry came from).
     #[serde(skip)]
     pub plugin_origins: BTreeMap<String, String>,
-    /// Backoff of unschedulable pods: upstream's defaults (1 s, 10 s) only.
+    /// Backoff of pods after a failed attempt: first wait in seconds
+    /// (default 1), doubled per attempt up to `podMaxBackoffSeconds`
+    /// (default 10).
     pub pod_initial_backoff_seconds: Option<i64>,
     pub pod_max_backoff_seconds: Option<i64>,
     /// Informers before leadership: only `false` (the default).
     pub delay_cache_until_active: Option<bool>,
-    /// Go's pprof handlers: accepted, none are served.
+    /// Go's pprof handlers: accepted and named at start, none are served.
     pub enable_profiling: Option<bool>,
     pub enable_contention_profiling: Option<bool>,
-    /// Deprecated; must be empty (use `--bind-address`/`--secure-port`).
+    /// Not in kube-scheduler's v1 file; must be empty (use the flags
+    /// `--bind-address` and `--secure-port`).
     pub healthz_bind_address: Option<String>,
     pub metrics_bind_address: Option<String>,
 }
 
 /// `leaderElection` (kube-scheduler's field names and defaults).
-#[derive(Debug, Clone, Deserialize, Default, PartialEq)]
+#[derive(Debug, Clone, Deserialize, Serialize, Default, PartialEq)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct LeaderElectionFile {
     /// Default true.
@@ -165,7 +236,7 @@ pub struct LeaderElectionFile {
 }
 
 /// `clientConnection` (kube-scheduler's field names).
-#[derive(Debug, Clone, Deserialize, Default, PartialEq)]
+#[derive(Debug, Clone, Deserialize, Serialize, Default, PartialEq)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ClientConnectionFile {
     /// Kubeconfig file (default: `--kubeconfig`, `$KUBECONFIG`, then
@@ -175,10 +246,15 @@ pub struct ClientConnectionFile {
     pub qps: Option<f32>,
     /// Burst of API writes (default 100).
     pub burst: Option<u32>,
+    /// kube-scheduler's wire format (`application/vnd.kubernetes.protobuf`
+    /// by default there): read and named at start; the client speaks JSON.
+    pub content_type: Option<String>,
+    /// The `Accept` header of kube-scheduler's client: likewise.
+    pub accept_content_types: Option<String>,
 }
 
 /// `profiles[]`.
-#[derive(Debug, Clone, Deserialize, Default, PartialEq)]
+#[derive(Debug, Clone, Deserialize, Serialize, Default, PartialEq)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct ProfileFile {
     /// Absent in a file's only profile: `default-scheduler`, as
@@ -195,7 +271,7 @@ pub struct ProfileFile {
 /// `profiles[].plugins`: per extension point. PreFilter and PreScore are
 /// part of Filter and Score here (a plugin's pre-step always runs with
 /// its main step), so they are accepted only as aliases.
-#[derive(Debug, Clone, Deserialize, Default, PartialEq)]
+#[derive(Debug, Clone, Deserialize, Serialize, Default, PartialEq)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct PluginsFile {
     pub multi_point: Option<PluginSet>,
@@ -215,10 +291,16 @@ pub struct PluginsFile {
     pub pre_bind: Option<PluginSet>,
     pub bind: Option<PluginSet>,
     pub post_bind: Option<PluginSet>,
+    /// Kubernetes 1.37's workload-aware points (the Workload API's pod
+    /// groups): accepted with nothing enabled; enabling a plugin there
+    /// is refused until they exist here (issue 50).
+    pub placement_generate: Option<PluginSet>,
+    pub placement_score: Option<PluginSet>,
+    pub pod_group_post_filter: Option<PluginSet>,
 }
 
 /// `enabled` / `disabled` lists.
-#[derive(Debug, Clone, Deserialize, Default, PartialEq)]
+#[derive(Debug, Clone, Deserialize, Serialize, Default, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct PluginSet {
     #[serde(default)]
@@ -229,7 +311,7 @@ pub struct PluginSet {
 }
 
 /// A plugin named in a set.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct PluginRef {
     pub name: String,
@@ -238,7 +320,7 @@ pub struct PluginRef {
 }
 
 /// `pluginConfig[]`.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct PluginConfigFile {
     pub name: String,
@@ -247,7 +329,7 @@ pub struct PluginConfigFile {
 }
 
 /// `wasmPlugins[]`: a component and its limits.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct WasmPluginFile {
     /// The plugin's name in profiles (`plugins.*.enabled[].name`).
@@ -270,7 +352,7 @@ pub struct WasmPluginFile {
 }
 
 /// `pluginRegistry`: how `oci://` plugin paths are pulled.
-#[derive(Debug, Clone, Deserialize, Default, PartialEq)]
+#[derive(Debug, Clone, Deserialize, Serialize, Default, PartialEq)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct PluginRegistryFile {
     /// A docker config file with the registries' credentials: the
@@ -292,7 +374,7 @@ pub struct PluginRegistryFile {
 
 /// `deletionCost`: the pod-deletion-cost controller. Validated into
 /// `deletion_cost::DeletionCostConfig`, which documents each default.
-#[derive(Debug, Clone, Deserialize, Default, PartialEq)]
+#[derive(Debug, Clone, Deserialize, Serialize, Default, PartialEq)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct DeletionCostFile {
     /// How often costs are recomputed, e.g. `30s`.
@@ -317,7 +399,7 @@ pub struct DeletionCostFile {
 
 /// `nodeMetrics`: validated into `node_metrics::NodeMetricsConfig`, which
 /// documents each default.
-#[derive(Debug, Clone, Deserialize, Default, PartialEq)]
+#[derive(Debug, Clone, Deserialize, Serialize, Default, PartialEq)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct NodeMetricsFile {
     /// `queries`: metric name -> PromQL (default: the DCGM series).
@@ -334,7 +416,7 @@ pub struct NodeMetricsFile {
 
 /// `deletionCost.prometheus` and `nodeMetrics.prometheus`: metrics from
 /// Prometheus's HTTP API (`crate::prometheus`).
-#[derive(Debug, Clone, Deserialize, Default, PartialEq)]
+#[derive(Debug, Clone, Deserialize, Serialize, Default, PartialEq)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct PrometheusFile {
     pub url: String,
@@ -351,7 +433,7 @@ pub struct PrometheusFile {
 
 /// `deletionCost.podMetrics`: metrics scraped from each pod's own
 /// endpoint (Prometheus text format).
-#[derive(Debug, Clone, Deserialize, Default, PartialEq)]
+#[derive(Debug, Clone, Deserialize, Serialize, Default, PartialEq)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct PodMetricsFile {
     pub port: Option<u16>,
@@ -364,7 +446,7 @@ pub struct PodMetricsFile {
 
 /// `deletionCost.workloads`: which ReplicaSets (directly or through their
 /// Deployment) the controller manages.
-#[derive(Debug, Clone, Deserialize, Default, PartialEq)]
+#[derive(Debug, Clone, Deserialize, Serialize, Default, PartialEq)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct WorkloadsFile {
     /// Opt-in label on a Deployment or ReplicaSet (value `"true"`).
@@ -377,7 +459,7 @@ pub struct WorkloadsFile {
 
 /// `deletionCost.workloads.selectors[]`: Deployments or ReplicaSets whose
 /// labels match (in `namespace`, or in every namespace).
-#[derive(Debug, Clone, Deserialize, Default, PartialEq)]
+#[derive(Debug, Clone, Deserialize, Serialize, Default, PartialEq)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct WorkloadSelectorFile {
     pub namespace: Option<String>,

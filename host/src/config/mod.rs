@@ -141,6 +141,19 @@ pub struct Scheduler {
     pub handle: crate::framework::registry::Handle,
 }
 
+impl Scheduler {
+    /// What the configuration names that is read but not acted on, one
+    /// line each: settings of kube-scheduler's file that have no meaning
+    /// here, and kube-scheduler plugins not implemented yet.
+    pub fn notes(&self, file: &ConfigFile) -> Vec<String> {
+        let mut notes = file::unused_settings(file);
+        for plan in &self.plans {
+            notes.extend(plan.notes.iter().cloned());
+        }
+        notes
+    }
+}
+
 impl std::ops::Deref for Scheduler {
     type Target = crate::scheduler::Scheduler;
 
@@ -270,6 +283,15 @@ pub fn build(file: &ConfigFile, base: &Path, seed: u64) -> Result<Scheduler, Con
                 *f = file.plugin_origins.get(&key).cloned();
             }
         }
+        plan.args = profiles::effective_args(pf, &plan);
+        plan.percentage_of_nodes_to_score = match (
+            pf.percentage_of_nodes_to_score,
+            file.percentage_of_nodes_to_score,
+        ) {
+            (Some(p), _) => Some((p, "the profile's")),
+            (None, Some(p)) => Some((p, "the file's")),
+            (None, None) => None,
+        };
         let built = profiles::build(file, pf, &field, &plan, &mut modules, parallelism, &base)?;
         wasm.extend(
             built
@@ -286,8 +308,9 @@ pub fn build(file: &ConfigFile, base: &Path, seed: u64) -> Result<Scheduler, Con
             &built.handle,
         ));
     }
+    let backoff = file::backoff(file)?;
     Ok(Scheduler {
-        core: crate::scheduler::Scheduler::new(frameworks),
+        core: crate::scheduler::Scheduler::new(frameworks).with_backoff(backoff),
         parallelism,
         modules: modules.compiled(),
         wasm,
@@ -454,7 +477,11 @@ pub fn runtime(file: &ConfigFile, base: &Path) -> Result<RuntimeSettings, Config
     }
     Ok(RuntimeSettings {
         leader_election,
-        kubeconfig: cc.kubeconfig.map(|p| base.join(p)),
+        // kube-scheduler writes `kubeconfig: ""` for "none given".
+        kubeconfig: cc
+            .kubeconfig
+            .filter(|p| !p.as_os_str().is_empty())
+            .map(|p| base.join(p)),
         qps,
         burst,
         bind_concurrency,

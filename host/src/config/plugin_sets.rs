@@ -24,6 +24,16 @@ pub struct ProfilePlan {
     pub sources: std::collections::BTreeMap<String, Source>,
     /// Args the defaults give plugins of the plan ([`super::defaults`]).
     pub default_args: Vec<super::defaults::DefaultArgs>,
+    /// Each plugin's args as it is built with them (`pluginConfig` over
+    /// `default_args`; [`super::profiles::effective_args`]).
+    pub args: std::collections::BTreeMap<String, serde_json::Value>,
+    /// `percentageOfNodesToScore` and where it is set (`the profile's`,
+    /// `the file's`); `None`: nowhere (upstream's adaptive rule).
+    pub percentage_of_nodes_to_score: Option<(u32, &'static str)>,
+    /// What the profile names that is not run, one line each (a
+    /// kube-scheduler plugin wasmsched does not have yet): `run` logs
+    /// them at start, `profiles` prints them.
+    pub notes: Vec<String>,
 }
 
 /// Where a plugin of a profile's chain comes from.
@@ -116,10 +126,14 @@ pub fn resolve(
     modules: &mut Modules,
     kube: bool,
 ) -> Result<ProfilePlan, ConfigError> {
+    let mut notes = Vec::new();
+    let cleaned = without_missing(pf, field, &mut notes)?;
+    let pf = &cleaned;
     let mut plan = ProfilePlan::defaults(modules, kube);
+    plan.notes = notes;
     if let Some(mp) = &pf.plugins.multi_point {
         let f = format!("{field}.plugins.multiPoint");
-        multi_point(&mut plan, mp, &f, modules)?;
+        multi_point(&mut plan, mp, &f, modules, kube)?;
         plan.note(mp, &f);
     }
     let p = &pf.plugins;
@@ -128,7 +142,7 @@ pub fn resolve(
             let mut list: Vec<(String, i64)> =
                 plan.filters.iter().map(|n| (n.clone(), 0)).collect();
             let f = format!("{field}.plugins.{key}");
-            apply_set(&mut list, s, &f, |_| 0)?;
+            apply_set(&mut list, s, &f, |_| 0, kube)?;
             plan.filters = list.into_iter().map(|(n, _)| n).collect();
             plan.note(s, &f);
         }
@@ -136,7 +150,7 @@ pub fn resolve(
     for (key, set) in [("preScore", &p.pre_score), ("score", &p.score)] {
         if let Some(s) = set {
             let f = format!("{field}.plugins.{key}");
-            apply_set(&mut plan.scores, s, &f, registry::default_weight)?;
+            apply_set(&mut plan.scores, s, &f, registry::default_weight, kube)?;
             plan.note(s, &f);
         }
     }
@@ -157,7 +171,7 @@ pub fn resolve(
     for (key, set, point) in others {
         if let Some(s) = set {
             let f = format!("{field}.plugins.{key}");
-            other_point(&mut plan, s, &f, point, modules)?;
+            other_point(&mut plan, s, &f, point, modules, kube)?;
             plan.note(s, &f);
         }
     }
@@ -204,8 +218,12 @@ fn other_point(
     f: &str,
     point: Point,
     modules: &mut Modules,
+    kube: bool,
 ) -> Result<(), ConfigError> {
     for (i, d) in set.disabled.iter().enumerate() {
+        if kube && absent_is_fine(plan, &d.name) {
+            continue;
+        }
         if d.name == "*" {
             let at_point: Vec<String> = plan
                 .others
@@ -256,11 +274,16 @@ fn multi_point(
     mp: &PluginSet,
     f: &str,
     modules: &mut Modules,
+    kube: bool,
 ) -> Result<(), ConfigError> {
     for (i, d) in mp.disabled.iter().enumerate() {
+        if kube && absent_is_fine(plan, &d.name) {
+            continue;
+        }
         if d.name == "*" {
             *plan = ProfilePlan {
                 sources: std::mem::take(&mut plan.sources),
+                notes: std::mem::take(&mut plan.notes),
                 ..ProfilePlan::default()
             };
         } else if !plan.remove(&d.name) {
@@ -280,7 +303,7 @@ fn multi_point(
                 enabled: vec![e.clone()],
                 disabled: vec![],
             };
-            apply_set(&mut plan.scores, &one, f, registry::default_weight)?;
+            apply_set(&mut plan.scores, &one, f, registry::default_weight, kube)?;
         }
     }
     Ok(())
@@ -292,10 +315,15 @@ fn apply_set(
     set: &PluginSet,
     field: &str,
     default_weight: impl Fn(&str) -> i64,
+    kube: bool,
 ) -> Result<(), ConfigError> {
     for (i, d) in set.disabled.iter().enumerate() {
         if d.name == "*" {
             list.clear();
+        } else if kube && registry::lookup(&d.name).is_some() {
+            // kube-scheduler: disabling a plugin that is not enabled at
+            // the point changes nothing.
+            list.retain(|(n, _)| *n != d.name);
         } else if !list.iter().any(|(n, _)| *n == d.name) {
             return Err(err(
                 format!("{field}.disabled[{i}].name"),
@@ -307,18 +335,135 @@ fn apply_set(
     }
     for (i, e) in set.enabled.iter().enumerate() {
         if let Some(w) = e.weight {
-            if !(1..=100).contains(&w) {
+            if !(0..=i64::from(i32::MAX)).contains(&w) {
                 return Err(err(
                     format!("{field}.enabled[{i}].weight"),
-                    format!("must be in 1..=100, got {w}"),
+                    format!(
+                        "must be between 0 and {} (0 counts as 1, as in kube-scheduler), got {w}",
+                        i32::MAX
+                    ),
                 ));
             }
         }
-        let weight = e.weight.unwrap_or_else(|| default_weight(&e.name));
+        // kube-scheduler: a weight of 0 counts as 1; in its own file an
+        // entry without a weight for one of its plugins has weight 1 too
+        // (the entry replaces the default one, weight included). A
+        // wasmsched plugin, and any plugin in wasmsched's file, keeps its
+        // default weight.
+        let upstream = kube && registry::KUBE_SCHEDULER_DEFAULTS.contains(&e.name.as_str());
+        let weight = match e.weight {
+            Some(0) => 1,
+            Some(w) => w,
+            None if upstream => 1,
+            None => default_weight(&e.name),
+        };
         match list.iter_mut().find(|(n, _)| *n == e.name) {
             Some(entry) => entry.1 = weight,
             None => list.push((e.name.clone(), weight)),
         }
     }
     Ok(())
+}
+
+/// A kube-scheduler 1.37 plugin that wasmsched does not have yet.
+enum Missing {
+    /// Enabled by kube-scheduler's defaults: accepted and named (a file
+    /// that `kube-scheduler --write-config-to` wrote must load).
+    Named(&'static str),
+    /// Off by default upstream: enabling it asks for a behaviour that
+    /// is not here, so the configuration is refused.
+    Refused(&'static str),
+}
+
+/// What a configuration naming kube-scheduler plugin `name` gets, when
+/// wasmsched does not implement it.
+fn missing(name: &str) -> Option<Missing> {
+    Some(match name {
+        "NodeDeclaredFeatures" => Missing::Named(
+            "not implemented yet (issue 48): pods are not matched against nodes' status.declaredFeatures as kube-scheduler 1.37 does by default",
+        ),
+        "GangScheduling" | "PodGroupPodsCount" | "TopologyPlacementGenerator" => Missing::Refused(
+            "the Workload API's pod groups (gates GenericWorkload, TopologyAwareWorkloadScheduling) are not implemented yet (issue 50); scheduler-plugins' PodGroup is, through Coscheduling",
+        ),
+        "DeferredPodScheduling" => Missing::Refused(
+            "gate InPlacePodVerticalScalingSchedulerPreemption (alpha in 1.37) is not implemented (issue 48)",
+        ),
+        _ => return None,
+    })
+}
+
+/// `pf` without the plugins wasmsched does not have (each named once in
+/// `notes`, or refused), and with the workload-aware points checked.
+fn without_missing(
+    pf: &ProfileFile,
+    field: &str,
+    notes: &mut Vec<String>,
+) -> Result<ProfileFile, ConfigError> {
+    let mut pf = pf.clone();
+    let p = &mut pf.plugins;
+    for (key, set) in [
+        ("placementGenerate", &p.placement_generate),
+        ("placementScore", &p.placement_score),
+        ("podGroupPostFilter", &p.pod_group_post_filter),
+    ] {
+        if let Some((i, e)) = set.iter().flat_map(|s| s.enabled.iter()).enumerate().next() {
+            return Err(err(
+                format!("{field}.plugins.{key}.enabled[{i}].name"),
+                format!(
+                    "{:?}: {key} is a workload-aware extension point of Kubernetes 1.37 (the Workload API's pod groups), not implemented yet (issue 50)",
+                    e.name
+                ),
+            ));
+        }
+    }
+    let sets = [
+        ("multiPoint", &mut p.multi_point),
+        ("preEnqueue", &mut p.pre_enqueue),
+        ("queueSort", &mut p.queue_sort),
+        ("preFilter", &mut p.pre_filter),
+        ("filter", &mut p.filter),
+        ("postFilter", &mut p.post_filter),
+        ("preScore", &mut p.pre_score),
+        ("score", &mut p.score),
+        ("reserve", &mut p.reserve),
+        ("permit", &mut p.permit),
+        ("preBind", &mut p.pre_bind),
+        ("bind", &mut p.bind),
+        ("postBind", &mut p.post_bind),
+    ];
+    for (key, set) in sets {
+        let Some(set) = set else { continue };
+        for (i, e) in set.enabled.iter().enumerate() {
+            match missing(&e.name) {
+                Some(Missing::Refused(why)) => {
+                    return Err(err(
+                        format!("{field}.plugins.{key}.enabled[{i}].name"),
+                        format!("kube-scheduler plugin {:?}: {why}", e.name),
+                    ))
+                }
+                Some(Missing::Named(why)) => {
+                    let note = format!("{field}: plugin {} {why}", e.name);
+                    if !notes.contains(&note) {
+                        notes.push(note);
+                    }
+                }
+                None => {}
+            }
+        }
+        set.enabled.retain(|e| missing(&e.name).is_none());
+        set.disabled.retain(|e| missing(&e.name).is_none());
+    }
+    pf.plugin_config.retain(|c| missing(&c.name).is_none());
+    Ok(pf)
+}
+
+/// In kube-scheduler's own file, a `disabled` entry naming a plugin the
+/// profile does not run at the point is no error (upstream merges the
+/// lists and ignores it): true when `name` is such an entry.
+fn absent_is_fine(plan: &ProfilePlan, name: &str) -> bool {
+    name != "*"
+        && registry::lookup(name).is_some()
+        && !plan.filters.iter().any(|n| n == name)
+        && !plan.scores.iter().any(|(n, _)| n == name)
+        && !plan.others.iter().any(|n| n == name)
 }

@@ -135,17 +135,8 @@ pub fn build(
 ) -> Result<Built, ConfigError> {
     check_plugin_config(pf, field, modules)?;
     let handle = base.for_profile();
-    let mut args: HashMap<String, serde_json::Value> = pf
-        .plugin_config
-        .iter()
-        .map(|c| (c.name.clone(), c.args.clone()))
-        .collect();
-    for d in &plan.default_args {
-        let merged = super::defaults::merge(&d.args, args.get(d.plugin));
-        args.insert(d.plugin.to_string(), merged);
-    }
     let mut b = Builder {
-        args,
+        args: effective_args(pf, plan).into_iter().collect(),
         field,
         handle: handle.clone(),
         workers,
@@ -205,6 +196,24 @@ pub fn build(
         handle,
         wasm: b.wasm,
     })
+}
+
+/// Each plugin's args as it is built with them: its `pluginConfig`
+/// entry's, over the args the defaults give it.
+pub fn effective_args(
+    pf: &ProfileFile,
+    plan: &ProfilePlan,
+) -> std::collections::BTreeMap<String, serde_json::Value> {
+    let mut args: std::collections::BTreeMap<String, serde_json::Value> = pf
+        .plugin_config
+        .iter()
+        .map(|c| (c.name.clone(), c.args.clone()))
+        .collect();
+    for d in &plan.default_args {
+        let merged = super::defaults::merge(&d.args, args.get(d.plugin));
+        args.insert(d.plugin.to_string(), merged);
+    }
+    args
 }
 
 /// Every `pluginConfig` entry names a plugin that exists.

@@ -45,10 +45,24 @@ impl ReadBudget {
     }
 
     /// The text of `path`, which may be a FIFO (read until its writer
-    /// closes it, within the limits).
+    /// closes it, within the limits), or `-`: stdin, within the same
+    /// limits.
     pub fn read(&mut self, path: &Path) -> Result<String, ReadError> {
+        if is_stdin(path) {
+            return self.read_from(std::io::stdin().lock(), None);
+        }
         let file = File::open(path).map_err(io)?;
         let meta = file.metadata().map_err(io)?;
+        self.read_from(file, Some(meta))
+    }
+
+    /// The text `reader` gives, within the limits; `meta`, when it is a
+    /// file, lets a regular file too large be refused before reading.
+    fn read_from(
+        &mut self,
+        reader: impl Read,
+        meta: Option<Metadata>,
+    ) -> Result<String, ReadError> {
         let (per_file, total) = (self.limits.file_bytes, self.limits.total_bytes);
         let left = total.saturating_sub(self.used);
         let check = |n: u64| match n {
@@ -56,12 +70,13 @@ impl ReadBudget {
             n if n > left => Err(ReadError::TotalTooLarge(total)),
             _ => Ok(()),
         };
-        if meta.is_file() {
+        if let Some(meta) = meta.filter(Metadata::is_file) {
             // Before reading: a huge (or sparse) file costs nothing.
             check(meta.len())?;
         }
         let mut buf = Vec::new();
-        file.take(per_file.min(left).saturating_add(1))
+        reader
+            .take(per_file.min(left).saturating_add(1))
             .read_to_end(&mut buf)
             .map_err(io)?;
         check(buf.len() as u64)?;
@@ -70,7 +85,25 @@ impl ReadBudget {
     }
 }
 
-/// Appends the manifest files `path` stands for to `out`. A path that is
+/// The path that stands for stdin, as in `kubectl apply -f -`.
+pub const STDIN: &str = "-";
+
+/// Whether `path` is `-`, stdin.
+pub fn is_stdin(path: &Path) -> bool {
+    path.as_os_str() == STDIN
+}
+
+/// `path` as messages name it (`stdin` for `-`).
+pub fn display(path: &Path) -> String {
+    if is_stdin(path) {
+        "stdin".into()
+    } else {
+        path.display().to_string()
+    }
+}
+
+/// Appends the manifest files `path` stands for to `out` (`-`, stdin,
+/// stands for itself). A path that is
 /// not a directory is itself the file (a FIFO too, as `<(kubectl get
 /// ...)` gives). A directory is searched recursively for `.yaml`, `.yml`
 /// and `.json` regular files, in name order; a FIFO, socket or device
@@ -78,6 +111,10 @@ impl ReadBudget {
 /// is a directory reached a second time (a symlink loop, or a second link
 /// to it).
 pub fn manifest_files(path: &Path, out: &mut Vec<PathBuf>) -> Result<(), (PathBuf, ReadError)> {
+    if is_stdin(path) {
+        out.push(path.to_path_buf());
+        return Ok(());
+    }
     let meta = fs::metadata(path).map_err(|e| (path.to_path_buf(), io(e)))?;
     if !meta.is_dir() {
         out.push(path.to_path_buf());
@@ -160,5 +197,42 @@ impl Walk<'_> {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// stdin (`-`) is read as a FIFO is: within the same caps, each file's
+    /// and all files' together.
+    #[test]
+    fn a_stream_is_read_within_the_limits() {
+        let limits = Limits {
+            file_bytes: 10,
+            total_bytes: 15,
+            ..Limits::DEFAULT
+        };
+        let mut budget = ReadBudget::new(limits);
+        let read = |b: &mut ReadBudget, text: &str| b.read_from(text.as_bytes(), None);
+        assert_eq!(read(&mut budget, "kind: Pod").unwrap(), "kind: Pod");
+        assert_eq!(
+            read(&mut budget, "kind: Node"),
+            Err(ReadError::TotalTooLarge(15))
+        );
+        let mut budget = ReadBudget::new(limits);
+        assert_eq!(
+            read(&mut budget, "kind: Node\n"),
+            Err(ReadError::FileTooLarge(10))
+        );
+        assert_eq!(
+            read(&mut budget, "k\u{0}\u{ff}"),
+            Ok("k\u{0}\u{ff}".to_string())
+        );
+        assert!(is_stdin(Path::new("-")) && !is_stdin(Path::new("./-")));
+        assert_eq!(display(Path::new("-")), "stdin");
+        let mut files = Vec::new();
+        manifest_files(Path::new("-"), &mut files).unwrap();
+        assert_eq!(files, [PathBuf::from("-")]);
     }
 }

@@ -79,6 +79,8 @@ pub struct Shared {
     start: Instant,
     /// When the scheduling loop last turned (ms since start).
     loop_seen_ms: AtomicU64,
+    /// `/configz`'s document, set at start.
+    pub configz: std::sync::OnceLock<String>,
 }
 
 pub use crate::framework::cache::Cache;
@@ -103,6 +105,7 @@ impl Shared {
             priority_classes: Default::default(),
             start: Instant::now(),
             loop_seen_ms: AtomicU64::new(0),
+            configz: std::sync::OnceLock::new(),
         })
     }
 
@@ -126,30 +129,50 @@ impl Shared {
 
     /// `/readyz`: the API server reached and the cache current (every
     /// watch listed and connected); on the leader, the loop turning (a
-    /// cycle longer than 30 s means it is stuck).
+    /// cycle longer than 30 s means it is stuck). The first failure.
     pub fn readiness(&self) -> Result<(), String> {
-        if self.stopping.load(Ordering::Acquire) {
-            return Err("shutting down".into());
-        }
-        if !self.synced() {
+        self.readiness_checks()
+            .into_iter()
+            .find_map(|(_, r)| r.err())
+            .map_or(Ok(()), Err)
+    }
+
+    /// `/readyz`'s checks by name, as kube-scheduler names its own
+    /// (`sched-handler-sync`: the caches synced and current).
+    pub fn readiness_checks(&self) -> Vec<(&'static str, Result<(), String>)> {
+        let shutdown = if self.stopping.load(Ordering::Acquire) {
+            Err("shutting down".to_string())
+        } else {
+            Ok(())
+        };
+        let sync = if self.synced() {
+            Ok(())
+        } else {
             let api = client::ApiHealth::global();
             if !api.reached() {
-                return Err(format!(
+                Err(format!(
                     "API server not reached yet: {}",
                     api.last_error().unwrap_or_else(|| "no answer yet".into())
-                ));
+                ))
+            } else {
+                Err(format!("cache not current: {}", self.cache_sync.describe()))
             }
-            return Err(format!("cache not current: {}", self.cache_sync.describe()));
-        }
+        };
+        let mut loop_turning = Ok(());
         if self.leadership.leading() {
             let idle = self
                 .now_ms()
                 .saturating_sub(self.loop_seen_ms.load(Ordering::Acquire));
             if idle > 30_000 {
-                return Err(format!("scheduling loop stalled for {} s", idle / 1000));
+                loop_turning = Err(format!("scheduling loop stalled for {} s", idle / 1000));
             }
         }
-        Ok(())
+        vec![
+            ("ping", Ok(())),
+            ("shutdown", shutdown),
+            ("sched-handler-sync", sync),
+            ("scheduling-loop", loop_turning),
+        ]
     }
 }
 
@@ -173,6 +196,8 @@ pub struct Options {
     /// The configuration file the scheduler was built from: followed by
     /// hot reload for changed `oci://` plugin references.
     pub config: Option<std::path::PathBuf>,
+    /// `--feature-gates` as set (for `/configz`).
+    pub feature_gates: Vec<(String, bool)>,
 }
 
 /// How a run that had no configuration or start-up error ended.
@@ -254,6 +279,12 @@ pub async fn run(
         &lease_name,
     );
     let shared = Shared::new(scheduler.clone(), metrics.clone(), leadership.clone());
+    let _ = shared.configz.set(server::configz::document(
+        file,
+        &scheduler,
+        &settings,
+        &opts.feature_gates,
+    ));
     gpu_metrics::register(crate::metrics::Metrics::global().registry(), &shared);
     dra_metrics::register(crate::metrics::Metrics::global().registry());
     let identity = opts.identity.clone().unwrap_or_else(default_identity);

@@ -20,7 +20,7 @@ use super::module::PluginModule;
 
 /// What a plugin failure (trap, timeout, memory, bad result) does to the
 /// pod being scheduled.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
 pub enum FailurePolicy {
     /// The node(s) being evaluated are rejected with
     /// `plugin <name> failed: <cause>`.

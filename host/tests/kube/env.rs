@@ -182,6 +182,21 @@ pub fn free_port() -> u16 {
 }
 
 impl Scheduler {
+    /// Starts `wasmsched run` with exactly `args` (a command line as a
+    /// user writes it; `port` is the HTTPS port those args name), its
+    /// stderr into a file in `dir`.
+    pub fn start_as_given(dir: &Path, name: &str, port: u16, args: &[String]) -> Self {
+        let log = dir.join(format!("{name}.log"));
+        let child = Command::new(env!("CARGO_BIN_EXE_wasmsched"))
+            .arg("run")
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("spawn wasmsched");
+        Self { child, port, log }
+    }
+
     /// Starts `wasmsched run` with `args` (plus kubeconfig, listen port,
     /// and info logs into a file in `dir`).
     pub fn start(dir: &Path, name: &str, kubeconfig: &Path, args: &[&str]) -> Self {

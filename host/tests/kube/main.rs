@@ -16,6 +16,7 @@ mod bench_dra;
 mod deploy;
 mod differential;
 mod dra;
+mod dropin;
 mod env;
 mod faults;
 mod gangs;

@@ -41,6 +41,12 @@ pub struct NodeExplanation {
     /// (UnschedulableAndUnresolvable).
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub unresolvable: Vec<String>,
+    /// Why a node no Filter plugin rejected has no score, or a score the
+    /// decision did not use: not evaluated (the search stopped at
+    /// `percentageOfNodesToScore`), the only feasible node (Score
+    /// skipped), or the attempt failed.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub note: Option<String>,
 }
 
 /// The whole `--explain` answer for one pod.

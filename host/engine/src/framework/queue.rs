@@ -1,5 +1,6 @@
 //! The scheduling queue: activeQ ordered by priority then creation time,
-//! backoffQ (1 s doubling to 10 s), and the unschedulable pool that
+//! backoffQ (1 s doubling to 10 s by default, `podInitialBackoffSeconds`
+//! and `podMaxBackoffSeconds` in a configuration), and the unschedulable pool that
 //! cluster events flush back. Time is passed in (milliseconds) so that
 //! `simulate` can run on a virtual clock and tests are exact.
 
@@ -14,6 +15,41 @@ use super::points::{PreEnqueuePlugin, QueueSortPlugin, Release, SortKey};
 
 pub const INITIAL_BACKOFF_MS: u64 = 1_000;
 pub const MAX_BACKOFF_MS: u64 = 10_000;
+
+/// How long a pod waits in backoffQ after failed attempts: `initial_ms`
+/// doubling per attempt up to `max_ms` (kube-scheduler's
+/// `podInitialBackoffSeconds` and `podMaxBackoffSeconds`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Backoff {
+    pub initial_ms: u64,
+    pub max_ms: u64,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Self {
+            initial_ms: INITIAL_BACKOFF_MS,
+            max_ms: MAX_BACKOFF_MS,
+        }
+    }
+}
+
+impl Backoff {
+    /// The wait after `attempts` failed attempts (upstream's
+    /// `calculateBackoffDuration`: the initial duration doubled per
+    /// attempt after the first, capped at the maximum).
+    pub fn delay_ms(&self, attempts: u32) -> u64 {
+        let mut d = self.initial_ms.min(self.max_ms);
+        for _ in 1..attempts {
+            // d <= max_ms throughout: no overflow, no underflow.
+            if d > self.max_ms - d {
+                return self.max_ms;
+            }
+            d += d;
+        }
+        d
+    }
+}
 
 struct Entry {
     pod: Arc<Pod>,
@@ -111,6 +147,7 @@ pub struct SchedulingQueue {
     seq: u64,
     sort: Option<Arc<dyn QueueSortPlugin>>,
     pre_enqueue: PreEnqueue,
+    backoff_policy: Backoff,
 }
 
 impl Default for SchedulingQueue {
@@ -126,6 +163,7 @@ impl Default for SchedulingQueue {
             seq: 0,
             sort: None,
             pre_enqueue: PreEnqueue::gates_only(),
+            backoff_policy: Backoff::default(),
         }
     }
 }
@@ -145,6 +183,12 @@ impl SchedulingQueue {
             pre_enqueue,
             ..Self::default()
         }
+    }
+
+    /// The same queue with `backoff` instead of the default 1 s to 10 s.
+    pub fn with_backoff(mut self, backoff: Backoff) -> Self {
+        self.backoff_policy = backoff;
+        self
     }
 
     fn entry(&mut self, pod: Arc<Pod>) -> Entry {
@@ -255,10 +299,9 @@ impl SchedulingQueue {
         Some(e.pod)
     }
 
-    /// The backoff of a pod after `attempts` failed attempts.
+    /// The default backoff of a pod after `attempts` failed attempts.
     pub fn backoff_ms(attempts: u32) -> u64 {
-        let shift = attempts.saturating_sub(1).min(16);
-        (INITIAL_BACKOFF_MS << shift).min(MAX_BACKOFF_MS)
+        Backoff::default().delay_ms(attempts)
     }
 
     /// A pod whose attempt failed for a reason other than fit (an error,
@@ -266,7 +309,8 @@ impl SchedulingQueue {
     pub fn add_backoff(&mut self, pod: Arc<Pod>, now_ms: u64) {
         let attempts = self.attempts.get(&pod.uid).copied().unwrap_or(1);
         let e = self.entry(pod);
-        self.backoff.push((now_ms + Self::backoff_ms(attempts), e));
+        self.backoff
+            .push((now_ms + self.backoff_policy.delay_ms(attempts), e));
     }
 
     /// A pod that did not fit waits in the unschedulable pool until a
@@ -284,7 +328,8 @@ impl SchedulingQueue {
     pub fn on_cluster_event(&mut self, now_ms: u64) {
         for (uid, e) in self.unschedulable.drain() {
             let attempts = self.attempts.get(&uid).copied().unwrap_or(1);
-            self.backoff.push((now_ms + Self::backoff_ms(attempts), e));
+            self.backoff
+                .push((now_ms + self.backoff_policy.delay_ms(attempts), e));
         }
         let recheck: Vec<String> = self.gated_any.iter().cloned().collect();
         self.recheck(recheck);

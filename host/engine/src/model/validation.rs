@@ -1,4 +1,4 @@
-//! The API server's checks on create (Kubernetes 1.20,
+//! The API server's checks on create (Kubernetes 1.37.2,
 //! pkg/apis/core/validation) for the fields the scheduler reads, applied
 //! to objects from files: a manifest cannot hand the scheduler a Node or
 //! Pod that no cluster would hold (a negative overhead that frees CPU, a

@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::framework::cycle::{CycleResult, Outcome, Placement};
-use crate::framework::queue::{PreEnqueue, SchedulingQueue};
+use crate::framework::queue::{Backoff, PreEnqueue, SchedulingQueue};
 use crate::framework::{
     Assumption, Cache, CycleState, Explanation, Framework, SchedulingError, WaitEnd,
 };
@@ -39,6 +39,8 @@ pub struct Scheduler {
     all_pods: AtomicBool,
     /// When assumed pods are next checked for expiry.
     next_expiry: AtomicU64,
+    /// The queue's backoff (`podInitialBackoffSeconds`, `podMaxBackoffSeconds`).
+    backoff: Backoff,
 }
 
 impl Scheduler {
@@ -47,7 +49,19 @@ impl Scheduler {
             profiles,
             all_pods: AtomicBool::new(false),
             next_expiry: AtomicU64::new(0),
+            backoff: Backoff::default(),
         }
+    }
+
+    /// The same scheduler whose queue backs pods off by `backoff`.
+    pub fn with_backoff(mut self, backoff: Backoff) -> Self {
+        self.backoff = backoff;
+        self
+    }
+
+    /// The queue's backoff.
+    pub fn backoff(&self) -> Backoff {
+        self.backoff
     }
 
     /// Whether the first profile schedules every pending pod, whatever
@@ -82,7 +96,7 @@ impl Scheduler {
                 })
                 .collect(),
         };
-        Cache::new(SchedulingQueue::with_plugins(sort, pre_enqueue))
+        Cache::new(SchedulingQueue::with_plugins(sort, pre_enqueue).with_backoff(self.backoff))
     }
 
     /// The profile serving `scheduler_name`.

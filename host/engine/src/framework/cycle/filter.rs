@@ -126,6 +126,10 @@ impl<'a> Cycle<'a> {
             }
         };
         let to_find = num_feasible_nodes_to_find(len, self.profile.percentage_of_nodes_to_score);
+        if self.recording {
+            self.record.searched = len;
+            self.record.to_find = to_find;
+        }
         let workers = self.workers();
         let chunk = (to_find / workers).clamp(16, 256);
         let mut wave: Vec<&'a NodeInfo> = Vec::with_capacity(chunk * workers);

@@ -1,6 +1,8 @@
 //! The recorder behind `--explain`: what the deciding cycle saw, turned
 //! into an [`Explanation`] once the decision is made.
 
+use std::collections::HashSet;
+
 use crate::framework::explain::{Explanation, FilterVerdict, NodeExplanation, ScoreDetail};
 use crate::framework::interface::Rejection;
 use crate::framework::node_info::NodeInfo;
@@ -57,6 +59,7 @@ impl Cycle<'_> {
                 scores: Vec::new(),
                 total: None,
                 unresolvable: Vec::new(),
+                note: None,
             })
             .collect();
         if out.pod_reason.is_some() {
@@ -73,6 +76,45 @@ impl Cycle<'_> {
             }
         }
         self.explain_scores(&nodes, out);
+        self.explain_unscored(&nodes, outcome, out);
+    }
+
+    /// Says why each node no Filter plugin rejected has no score (or one
+    /// the decision did not use).
+    fn explain_unscored(&self, nodes: &[&NodeInfo], outcome: &Outcome, out: &mut Explanation) {
+        let single = matches!(outcome, Outcome::Scheduled(p) if p.score.is_none());
+        let evaluated: HashSet<u32> = self.record.evaluated.iter().copied().collect();
+        let feasible: HashSet<u32> = self.record.feasible.iter().copied().collect();
+        for (entry, node) in out.nodes.iter_mut().zip(nodes) {
+            let passed = entry
+                .filters
+                .iter()
+                .all(|(_, v)| matches!(v, FilterVerdict::Pass | FilterVerdict::Skip));
+            if !passed {
+                continue;
+            }
+            let feasible = feasible.contains(&node.index);
+            entry.note = if let (Outcome::Error(e), None) = (outcome, entry.total) {
+                Some(format!("not scored: the attempt failed ({e})"))
+            } else if feasible && single {
+                Some(
+                    "the only feasible node: the decision skipped Score (as upstream); \
+                     the scores are shown for reference"
+                        .into(),
+                )
+            } else if !feasible && !evaluated.contains(&node.index) {
+                let pct = match self.profile.percentage_of_nodes_to_score {
+                    Some(p) if p > 0 => format!("percentageOfNodesToScore {p}%"),
+                    _ => "percentageOfNodesToScore adaptive".into(),
+                };
+                Some(format!(
+                    "not evaluated: Filter stopped after finding {} feasible node(s) of {} ({pct})",
+                    self.record.to_find, self.record.searched
+                ))
+            } else {
+                None
+            };
+        }
     }
 
     /// Every Filter plugin's verdict on every node, for display (the
@@ -120,6 +162,19 @@ impl Cycle<'_> {
             }
             if let Some(r) = rejected {
                 row[r.plugin] = (FilterVerdict::Reject(r.reasons.join(", ")), r.unresolvable);
+            }
+        }
+        // Nodes outside the PreFilterResult: never filtered, rejected with
+        // its reason.
+        let evaluated: HashSet<u32> = self.record.evaluated.iter().copied().collect();
+        for (index, r) in &self.record.rejections {
+            if evaluated.contains(index) {
+                continue;
+            }
+            if let Some(row) = row_of(*index).map(|i| &mut rows[i]) {
+                if let Some(v) = row.get_mut(r.plugin) {
+                    *v = (FilterVerdict::Reject(r.reasons.join(", ")), r.unresolvable);
+                }
             }
         }
     }

@@ -75,6 +75,11 @@ pub(crate) struct Record {
     pub score_skipped: Vec<String>,
     /// What preemption considered.
     pub preemption: Option<PreemptionExplanation>,
+    /// The nodes Filter searched (the PreFilterResult's, else every
+    /// node) and the feasible nodes it stopped at
+    /// (numFeasibleNodesToFind).
+    pub searched: usize,
+    pub to_find: usize,
 }
 
 /// Records the time from its creation to its drop (so early returns are
