@@ -988,7 +988,6 @@ fn run_scheduler(a: RunArgs) -> Result<ExitCode> {
             serving: a.serving.options(),
             identity: a.identity,
             bind_delay: a.bind_delay,
-            leader_elect: None,
             config: a.config.clone(),
             feature_gates: gates.set,
         },

@@ -860,12 +860,9 @@ const TWO_PODS: &str = "apiVersion: v1\nkind: Node\nmetadata: {name: n1}\nstatus
 /// exit status and stderr.
 fn with_closed_stdout(args: &[&str], cwd: &Path) -> (std::process::ExitStatus, String) {
     use std::io::Read;
-    use std::process::{Command, Stdio};
-    let mut child = Command::new(env!("CARGO_BIN_EXE_wasmsched"))
-        .args(args)
+    use std::process::Stdio;
+    let mut child = wasmsched_command(args)
         .current_dir(cwd)
-        .env_remove("WASMSCHED_LOG")
-        .env_remove("RUST_LOG")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -930,7 +927,7 @@ fn a_closed_pipe_ends_every_command_quietly() {
             "{args:?}: {stderr}"
         );
         assert!(
-            status.code() == Some(0) || status.signal() == Some(libc_sigpipe()),
+            status.code() == Some(0) || status.signal() == Some(libc::SIGPIPE),
             "{args:?}: {status:?}\n{stderr}"
         );
         // bench says what it runs on stderr; the others say nothing.
@@ -940,19 +937,11 @@ fn a_closed_pipe_ends_every_command_quietly() {
     }
 }
 
-/// SIGPIPE's number (13 on Linux and the BSDs).
-fn libc_sigpipe() -> i32 {
-    13
-}
-
 /// Runs `wasmsched ARGS` with `input` on stdin.
 fn with_stdin(args: &[&str], input: &str) -> Output {
     use std::io::Write;
-    use std::process::{Command, Stdio};
-    let mut child = Command::new(env!("CARGO_BIN_EXE_wasmsched"))
-        .args(args)
-        .env_remove("WASMSCHED_LOG")
-        .env_remove("RUST_LOG")
+    use std::process::Stdio;
+    let mut child = wasmsched_command(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -965,12 +954,7 @@ fn with_stdin(args: &[&str], input: &str) -> Output {
     });
     let o = child.wait_with_output().unwrap();
     writer.join().unwrap();
-    Output {
-        success: o.status.success(),
-        code: o.status.code(),
-        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
-    }
+    o.into()
 }
 
 #[test]

@@ -136,7 +136,7 @@ pub fn build(
     check_plugin_config(pf, field, modules)?;
     let handle = base.for_profile();
     let mut b = Builder {
-        args: effective_args(pf, plan).into_iter().collect(),
+        args: &plan.args,
         field,
         handle: handle.clone(),
         workers,
@@ -318,8 +318,9 @@ fn enable(
 
 /// Builds each plugin of a profile once.
 struct Builder<'a> {
-    /// Each plugin's args: its `pluginConfig` entry's over the defaults'.
-    args: HashMap<String, serde_json::Value>,
+    /// Each plugin's args: its `pluginConfig` entry's over the defaults'
+    /// (the plan's, [`effective_args`]).
+    args: &'a std::collections::BTreeMap<String, serde_json::Value>,
     field: &'a str,
     handle: Handle,
     workers: usize,

@@ -191,8 +191,6 @@ pub struct Options {
     pub identity: Option<String>,
     /// Pause before each bind call (fault tests only).
     pub bind_delay: Duration,
-    /// Override of `leaderElection.leaderElect`.
-    pub leader_elect: Option<bool>,
     /// The configuration file the scheduler was built from: followed by
     /// hot reload for changed `oci://` plugin references.
     pub config: Option<std::path::PathBuf>,
@@ -265,9 +263,7 @@ pub async fn run(
     let node_metrics = crate::node_metrics::NodeMetricsConfig::from_file(file)?;
     let (client, http) = connect(&opts, &settings).await?;
     let metrics = register_metrics(&scheduler);
-    let leader_elect = opts
-        .leader_elect
-        .unwrap_or(settings.leader_election.enabled);
+    let leader_elect = settings.leader_election.enabled;
     let leadership = Leadership::new(!leader_elect);
     let lease_name = format!(
         "{}/{}",

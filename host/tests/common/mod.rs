@@ -290,19 +290,32 @@ pub struct Output {
 /// Runs `wasmsched ARGS` (in `cwd` when given) with logging at its
 /// default level, whatever the caller's environment says.
 pub fn wasmsched_in(cwd: Option<&Path>, args: &[&str]) -> Output {
+    let mut cmd = wasmsched_command(args);
+    if let Some(d) = cwd {
+        cmd.current_dir(d);
+    }
+    cmd.output().expect("running wasmsched").into()
+}
+
+/// The command `wasmsched ARGS` with logging at its default level,
+/// whatever the caller's environment says (for callers that wire its
+/// standard streams themselves).
+pub fn wasmsched_command(args: &[&str]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_wasmsched"));
     cmd.args(args)
         .env_remove("WASMSCHED_LOG")
         .env_remove("RUST_LOG");
-    if let Some(d) = cwd {
-        cmd.current_dir(d);
-    }
-    let o = cmd.output().expect("running wasmsched");
-    Output {
-        success: o.status.success(),
-        code: o.status.code(),
-        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+    cmd
+}
+
+impl From<std::process::Output> for Output {
+    fn from(o: std::process::Output) -> Self {
+        Output {
+            success: o.status.success(),
+            code: o.status.code(),
+            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        }
     }
 }
 

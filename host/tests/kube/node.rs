@@ -74,6 +74,16 @@ fn helm_command(args: &[&str]) -> Command {
     cmd
 }
 
+/// The chart's values with every optional part on.
+const EVERY_PART: [&str; 6] = [
+    "--set",
+    "gangs.enabled=true,gpuSharing.enabled=true,deletionCost.enabled=true",
+    "--set",
+    "metrics.serviceMonitor.enabled=true,metrics.prometheusRule.enabled=true",
+    "--set",
+    "metrics.grafanaDashboard.enabled=true",
+];
+
 fn helm(args: &[&str]) -> String {
     run(&mut helm_command(args))
 }
@@ -970,19 +980,9 @@ async fn the_helm_chart_installs_wasmsched_on_real_nodes() {
     helm(&["lint", chart, "--strict"]);
     // Everything on at once, rendered and accepted by the API server.
     install_monitoring_crds(&tmp);
-    let all = helm(&[
-        "template",
-        "wasmsched",
-        chart,
-        "-n",
-        NS,
-        "--set",
-        "gangs.enabled=true,gpuSharing.enabled=true,deletionCost.enabled=true",
-        "--set",
-        "metrics.serviceMonitor.enabled=true,metrics.prometheusRule.enabled=true",
-        "--set",
-        "metrics.grafanaDashboard.enabled=true",
-    ]);
+    let mut template_all = vec!["template", "wasmsched", chart, "-n", NS];
+    template_all.extend(EVERY_PART);
+    let all = helm(&template_all);
     let rendered = write(&tmp, "all.yaml", &all);
     let (ok, out) = kubectl(&[
         "apply",
@@ -1268,16 +1268,14 @@ fn the_chart_and_the_kustomize_base_render_as_their_values_say() {
     let chart = repo().join("deploy/chart/wasmsched");
     let chart = chart.to_str().unwrap();
     let tmp = tempfile::tempdir().unwrap();
-    let every_part = [
-        "--set",
-        "gangs.enabled=true,gpuSharing.enabled=true,deletionCost.enabled=true",
-        "--set",
-        "metrics.serviceMonitor.enabled=true,metrics.prometheusRule.enabled=true",
-        "--set",
-        "metrics.grafanaDashboard.enabled=true",
-        "--set",
-        "metrics.serviceMonitor.labels.release=kps,metrics.prometheusRule.labels.release=kps",
-    ];
+    let every_part: Vec<&str> = EVERY_PART
+        .iter()
+        .copied()
+        .chain([
+            "--set",
+            "metrics.serviceMonitor.labels.release=kps,metrics.prometheusRule.labels.release=kps",
+        ])
+        .collect();
     helm(&["lint", chart, "--strict"]);
     let mut lint_all = vec!["lint", chart, "--strict"];
     lint_all.extend_from_slice(&every_part);
