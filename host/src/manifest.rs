@@ -66,7 +66,7 @@ pub struct Manifests {
 
 impl Manifests {
     /// The one line that names what was skipped, by kind (`skipped 3
-    /// objects: 2 DeviceTaintRule, 1 Pdo`); with the apiVersion where the
+    /// objects: 2 NetworkPolicy, 1 Pdo`); with the apiVersion where the
     /// kind alone would not say why (`1 PodGroup
     /// (scheduling.k8s.io/v1beta1)`: a kind read in other versions, or one
     /// skipped in several). `None` when nothing was skipped.

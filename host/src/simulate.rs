@@ -355,8 +355,9 @@ impl Sink for Outcomes {
         crate::logging::waiting(&pod.key(), message);
     }
 
-    fn preempt(&mut self, pod: &Arc<Pod>, nomination: &Nomination, _profile: &str) {
+    fn preempt(&mut self, pod: &Arc<Pod>, nomination: &Nomination, _profile: &str) -> bool {
         self.preemptions.push((pod.clone(), nomination.clone()));
+        false
     }
 
     fn explains(&self, pod: &Pod) -> bool {

@@ -1097,8 +1097,8 @@ fn input_with_nothing_to_schedule_is_a_one_line_error() {
 fn skipped_objects_are_counted_by_kind_in_one_line() {
     let config = native_config();
     let dir = tempfile::tempdir().unwrap();
-    let extra = "apiVersion: resource.k8s.io/v1alpha3\nkind: DeviceTaintRule\nmetadata: {name: a}\n---\n\
-        apiVersion: resource.k8s.io/v1alpha3\nkind: DeviceTaintRule\nmetadata: {name: b}\n---\n\
+    let extra = "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {name: a, namespace: default}\n---\n\
+        apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {name: b, namespace: default}\n---\n\
         apiVersion: v1\nkind: Pdo\nmetadata: {name: typo, namespace: default}\n---\n\
         apiVersion: scheduling.k8s.io/v1beta1\nkind: PodGroup\nmetadata: {name: g, namespace: default}\n---\n\
         apiVersion: v1\nkind: List\nitems:\n- apiVersion: apps/v1\n  kind: Deployment\n  metadata: {name: d}\n";
@@ -1116,7 +1116,7 @@ fn skipped_objects_are_counted_by_kind_in_one_line() {
         assert!(o.success, "{}", o.stderr);
         assert_eq!(
             o.stderr,
-            "skipped 5 objects: 2 DeviceTaintRule, 1 Deployment, 1 Pdo, 1 PodGroup (scheduling.k8s.io/v1beta1)\n"
+            "skipped 5 objects: 1 Deployment, 2 NetworkPolicy, 1 Pdo, 1 PodGroup (scheduling.k8s.io/v1beta1)\n"
         );
     }
     // The small cluster's ConfigMap.

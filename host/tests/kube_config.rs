@@ -243,20 +243,39 @@ fn what_cannot_be_honoured_is_refused_naming_the_field() {
 }
 
 #[test]
-fn a_plugin_kube_scheduler_runs_by_default_but_wasmsched_lacks_is_named() {
-    let text = "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n\
-                profiles:\n- plugins:\n    multiPoint:\n      enabled: [{name: NodeDeclaredFeatures, weight: 0}]\n";
-    let (file, scheduler) = build(text).unwrap();
-    let notes = scheduler.notes(&file);
-    assert_eq!(notes.len(), 1, "{notes:?}");
-    assert!(
-        notes[0].contains("NodeDeclaredFeatures not implemented yet (issue 48)"),
-        "{notes:?}"
-    );
-    assert!(!scheduler.plans[0]
+fn node_declared_features_runs_as_kube_scheduler_1_37_runs_it() {
+    // In kube-scheduler's defaults (its gate is GA), as a Filter.
+    let head = "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n";
+    let (file, scheduler) = build(&format!("{head}profiles:\n- schedulerName: a\n")).unwrap();
+    assert!(scheduler.notes(&file).is_empty());
+    assert!(scheduler.plans[0]
         .filters
         .iter()
         .any(|n| n == "NodeDeclaredFeatures"));
+    // Enabled as `kube-scheduler --write-config-to` writes it (weight 0),
+    // and disabled.
+    let text = format!(
+        "{head}profiles:\n- schedulerName: a\n  plugins:\n    multiPoint:\n      enabled: [{{name: NodeDeclaredFeatures, weight: 0}}]\n\
+         - schedulerName: b\n  plugins:\n    multiPoint:\n      disabled: [{{name: NodeDeclaredFeatures}}]\n"
+    );
+    let (file, scheduler) = build(&text).unwrap();
+    assert!(
+        scheduler.notes(&file).is_empty(),
+        "{:?}",
+        scheduler.notes(&file)
+    );
+    let runs = |i: usize| {
+        scheduler.plans[i]
+            .filters
+            .iter()
+            .any(|n| n == "NodeDeclaredFeatures")
+    };
+    assert!(runs(0));
+    assert!(!runs(1));
+    assert!(!scheduler.plans[0]
+        .scores
+        .iter()
+        .any(|(n, _)| n == "NodeDeclaredFeatures"));
 }
 
 /// `wasmsched run`'s kube-scheduler flags that are refused before any

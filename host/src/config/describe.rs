@@ -2,7 +2,8 @@
 //! extension point, where each plugin comes from (the defaults, the file,
 //! a fragment it includes), its `percentageOfNodesToScore`, each
 //! plugin's args as it runs with them (the file's `pluginConfig` over the
-//! args the defaults add), and the wasm components.
+//! args the defaults add), the feature gates it honours, and the wasm
+//! components.
 
 use std::fmt::Write;
 
@@ -19,6 +20,7 @@ pub fn describe(scheduler: &Scheduler) -> String {
         if let Some(plan) = scheduler.plans.get(i) {
             sources(&mut out, &p, plan);
         }
+        gates(&mut out, &p);
     }
     for (name, m) in &scheduler.modules {
         let _ = writeln!(
@@ -134,6 +136,36 @@ fn sources(out: &mut String, p: &Profile, plan: &ProfilePlan) {
             }
         };
         let _ = writeln!(out, " ({from})");
+    }
+}
+
+/// The gates of kube-scheduler's release that are on by default and
+/// change scheduling: which the profile honours, which its plugins leave
+/// out, which wasmsched lacks.
+fn gates(out: &mut String, p: &Profile) {
+    use crate::feature_gates::{for_profile, KUBERNETES_VERSION};
+    let plugins: Vec<&str> = p.members.iter().map(|m| m.name()).collect();
+    let g = for_profile(&plugins, &[]);
+    let _ = writeln!(
+        out,
+        "  gates of Kubernetes {KUBERNETES_VERSION} on by default, honoured: {}",
+        g.honoured.join(", ")
+    );
+    if !g.plugin_off.is_empty() {
+        let off: Vec<String> = g
+            .plugin_off
+            .iter()
+            .map(|(gate, plugin)| format!("{gate} ({plugin} not in this profile)"))
+            .collect();
+        let _ = writeln!(out, "  not honoured here: {}", off.join(", "));
+    }
+    if !g.missing.is_empty() {
+        let missing: Vec<String> = g
+            .missing
+            .iter()
+            .map(|(gate, issue)| format!("{gate} ({issue})"))
+            .collect();
+        let _ = writeln!(out, "  not implemented: {}", missing.join(", "));
     }
 }
 

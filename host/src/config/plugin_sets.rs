@@ -126,11 +126,9 @@ pub fn resolve(
     modules: &mut Modules,
     kube: bool,
 ) -> Result<ProfilePlan, ConfigError> {
-    let mut notes = Vec::new();
-    let cleaned = without_missing(pf, field, &mut notes)?;
+    let cleaned = without_missing(pf, field)?;
     let pf = &cleaned;
     let mut plan = ProfilePlan::defaults(modules, kube);
-    plan.notes = notes;
     if let Some(mp) = &pf.plugins.multi_point {
         let f = format!("{field}.plugins.multiPoint");
         multi_point(&mut plan, mp, &f, modules, kube)?;
@@ -365,40 +363,25 @@ fn apply_set(
     Ok(())
 }
 
-/// A kube-scheduler 1.37 plugin that wasmsched does not have yet.
-enum Missing {
-    /// Enabled by kube-scheduler's defaults: accepted and named (a file
-    /// that `kube-scheduler --write-config-to` wrote must load).
-    Named(&'static str),
-    /// Off by default upstream: enabling it asks for a behaviour that
-    /// is not here, so the configuration is refused.
-    Refused(&'static str),
-}
-
-/// What a configuration naming kube-scheduler plugin `name` gets, when
-/// wasmsched does not implement it.
-fn missing(name: &str) -> Option<Missing> {
+/// Why a configuration naming kube-scheduler 1.37 plugin `name` is
+/// refused, when wasmsched does not implement it (every such plugin is
+/// off by default upstream: enabling it asks for a behaviour that is not
+/// here).
+fn missing(name: &str) -> Option<&'static str> {
     Some(match name {
-        "NodeDeclaredFeatures" => Missing::Named(
-            "not implemented yet (issue 48): pods are not matched against nodes' status.declaredFeatures as kube-scheduler 1.37 does by default",
-        ),
-        "GangScheduling" | "PodGroupPodsCount" | "TopologyPlacementGenerator" => Missing::Refused(
-            "the Workload API's pod groups (gates GenericWorkload, TopologyAwareWorkloadScheduling) are not implemented yet (issue 50); scheduler-plugins' PodGroup is, through Coscheduling",
-        ),
-        "DeferredPodScheduling" => Missing::Refused(
-            "gate InPlacePodVerticalScalingSchedulerPreemption (alpha in 1.37) is not implemented (issue 48)",
-        ),
+        "GangScheduling" | "PodGroupPodsCount" | "TopologyPlacementGenerator" => {
+            "the Workload API's pod groups (gates GenericWorkload, TopologyAwareWorkloadScheduling) are not implemented yet (issue 50); scheduler-plugins' PodGroup is, through Coscheduling"
+        }
+        "DeferredPodScheduling" => {
+            "gate InPlacePodVerticalScalingSchedulerPreemption (alpha in 1.37) is not implemented (issue 48)"
+        }
         _ => return None,
     })
 }
 
-/// `pf` without the plugins wasmsched does not have (each named once in
-/// `notes`, or refused), and with the workload-aware points checked.
-fn without_missing(
-    pf: &ProfileFile,
-    field: &str,
-    notes: &mut Vec<String>,
-) -> Result<ProfileFile, ConfigError> {
+/// `pf` with the plugins wasmsched does not have refused, and with the
+/// workload-aware points checked.
+fn without_missing(pf: &ProfileFile, field: &str) -> Result<ProfileFile, ConfigError> {
     let mut pf = pf.clone();
     let p = &mut pf.plugins;
     for (key, set) in [
@@ -434,23 +417,13 @@ fn without_missing(
     for (key, set) in sets {
         let Some(set) = set else { continue };
         for (i, e) in set.enabled.iter().enumerate() {
-            match missing(&e.name) {
-                Some(Missing::Refused(why)) => {
-                    return Err(err(
-                        format!("{field}.plugins.{key}.enabled[{i}].name"),
-                        format!("kube-scheduler plugin {:?}: {why}", e.name),
-                    ))
-                }
-                Some(Missing::Named(why)) => {
-                    let note = format!("{field}: plugin {} {why}", e.name);
-                    if !notes.contains(&note) {
-                        notes.push(note);
-                    }
-                }
-                None => {}
+            if let Some(why) = missing(&e.name) {
+                return Err(err(
+                    format!("{field}.plugins.{key}.enabled[{i}].name"),
+                    format!("kube-scheduler plugin {:?}: {why}", e.name),
+                ));
             }
         }
-        set.enabled.retain(|e| missing(&e.name).is_none());
         set.disabled.retain(|e| missing(&e.name).is_none());
     }
     pf.plugin_config.retain(|c| missing(&c.name).is_none());

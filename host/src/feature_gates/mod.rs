@@ -56,6 +56,9 @@ pub fn gates() -> &'static [Gate] {
 pub enum Support {
     /// Implemented, and always on.
     On,
+    /// Implemented both ways: the gate turns it on or off, as in
+    /// kube-scheduler.
+    Switch,
     /// Not implemented: wasmsched schedules as with the gate off. The
     /// text says what is missing and where it is tracked.
     Missing(&'static str),
@@ -79,21 +82,18 @@ pub const SCHEDULING: &[(&str, Support)] = &[
     ("VolumeAttributesClass", Support::On),
     ("InterPodAffinityHostnameFastPath", Support::On),
     ("SchedulerAsyncAPICalls", Support::On),
-    ("NodeDeclaredFeatures", Support::Missing("issue 48")),
-    ("InPlacePodVerticalScaling", Support::Missing("issue 48")),
-    (
-        "InPlacePodLevelResourcesVerticalScaling",
-        Support::Missing("issue 48"),
-    ),
+    ("NodeDeclaredFeatures", Support::On),
+    ("InPlacePodVerticalScaling", Support::On),
+    ("InPlacePodLevelResourcesVerticalScaling", Support::On),
     (
         "InPlacePodVerticalScalingSchedulerPreemption",
         Support::Missing("issue 48"),
     ),
-    ("DRAConsumableCapacity", Support::Missing("issue 48")),
-    ("DRAExtendedResource", Support::Missing("issue 48")),
-    ("DRADeviceTaintRules", Support::Missing("issue 48")),
-    ("DRADeviceBindingConditions", Support::Missing("issue 48")),
-    ("SchedulerAsyncPreemption", Support::Missing("issue 48")),
+    ("DRAConsumableCapacity", Support::On),
+    ("DRAExtendedResource", Support::On),
+    ("DRADeviceTaintRules", Support::On),
+    ("DRADeviceBindingConditions", Support::On),
+    ("SchedulerAsyncPreemption", Support::Switch),
     ("OpportunisticBatching", Support::Missing("issue 52")),
     ("SchedulerPreQueueingHints", Support::Missing("issue 52")),
     ("SchedulerPopFromBackoffQ", Support::Missing("issue 52")),
@@ -127,12 +127,105 @@ pub const SCHEDULING: &[(&str, Support)] = &[
         Support::Missing("no issue yet"),
     ),
     ("DRADerivedAttributes", Support::Missing("no issue yet")),
-    ("VolumeLimitScaling", Support::Missing("no issue yet")),
+    ("VolumeLimitScaling", Support::On),
     (
         "TaintTolerationComparisonOperators",
         Support::Missing("no issue yet"),
     ),
 ];
+
+/// The plugin through which kube-scheduler applies a gate of
+/// [`SCHEDULING`]; `None`: the scheduler itself (its queue, its loop).
+pub fn carrier(gate: &str) -> Option<&'static str> {
+    Some(match gate {
+        g if g.starts_with("DRA") || g == "DynamicResourceAllocation" => "DynamicResources",
+        "PodLevelResources"
+        | "InPlacePodVerticalScaling"
+        | "InPlacePodLevelResourcesVerticalScaling" => "NodeResourcesFit",
+        "NodeDeclaredFeatures" => "NodeDeclaredFeatures",
+        "NodeInclusionPolicyInPodTopologySpread" | "MatchLabelKeysInPodTopologySpread" => {
+            "PodTopologySpread"
+        }
+        "StorageCapacityScoring" | "VolumeAttributesClass" => "VolumeBinding",
+        "VolumeLimitScaling" => "NodeVolumeLimits",
+        "InterPodAffinityHostnameFastPath" => "InterPodAffinity",
+        "TaintTolerationComparisonOperators" => "TaintToleration",
+        "SchedulerAsyncPreemption" | "InPlacePodVerticalScalingSchedulerPreemption" => {
+            "DefaultPreemption"
+        }
+        "GenericWorkload" | "CompositePodGroup" | "PodGroupPreemptionPolicy" => "GangScheduling",
+        "TopologyAwareWorkloadScheduling" => "TopologyPlacementGenerator",
+        _ => return None,
+    })
+}
+
+/// What a profile makes of the gates of [`SCHEDULING`] that are on by
+/// default in the release.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct ProfileGates {
+    /// Implemented, and the plugin carrying it is in the profile.
+    pub honoured: Vec<&'static str>,
+    /// Implemented, but the profile leaves its plugin out: (gate, plugin).
+    pub plugin_off: Vec<(&'static str, &'static str)>,
+    /// Not implemented: (gate, where it is tracked).
+    pub missing: Vec<(&'static str, &'static str)>,
+}
+
+/// The gates on by default (or as `set` sets them) for a profile whose
+/// plugins are `plugins`.
+pub fn for_profile(plugins: &[&str], set: &[(String, bool)]) -> ProfileGates {
+    let mut out = ProfileGates::default();
+    for (name, support) in SCHEDULING {
+        if !enabled(set, name) {
+            continue;
+        }
+        match (support, carrier(name)) {
+            (Support::Missing(issue), _) => out.missing.push((name, issue)),
+            (_, Some(plugin)) if !plugins.contains(&plugin) => out.plugin_off.push((name, plugin)),
+            _ => out.honoured.push(name),
+        }
+    }
+    out
+}
+
+/// The table of docs/compatibility.md: every gate of [`SCHEDULING`] with
+/// its stage and default in the release, the plugin carrying it, and
+/// wasmsched's status.
+pub fn markdown_table() -> String {
+    let mut out =
+        String::from("| gate | stage and default | applied by | wasmsched |\n|---|---|---|---|\n");
+    let mut rows: Vec<_> = SCHEDULING.iter().collect();
+    // On by default first, then by name.
+    rows.sort_by_key(|(name, _)| (!enabled(&[], name), *name));
+    for (name, support) in rows {
+        let Some(gate) = gates().iter().find(|g| g.name == *name) else {
+            continue;
+        };
+        let status = match support {
+            Support::On => "implemented".to_string(),
+            Support::Switch => "implemented; `--feature-gates` turns it off".to_string(),
+            Support::Missing(issue) => format!("not implemented ({issue})"),
+        };
+        out.push_str(&format!(
+            "| {name} | {}, {} | {} | {status} |\n",
+            gate.stage.as_str(),
+            if gate.default { "on" } else { "off" },
+            carrier(name).unwrap_or("the scheduler"),
+        ));
+    }
+    out
+}
+
+/// Whether `name` is on, given the gates a command line set (`set`, as
+/// [`FeatureGates::set`]): its value there, else the release's default.
+pub fn enabled(set: &[(String, bool)], name: &str) -> bool {
+    set.iter()
+        .rev()
+        .find(|(n, _)| n == name)
+        .map(|(_, v)| *v)
+        .or_else(|| gates().iter().find(|g| g.name == name).map(|g| g.default))
+        .unwrap_or(false)
+}
 
 /// A `--feature-gates` value that cannot be used.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
@@ -219,7 +312,7 @@ impl FeatureGates {
                     kubernetes::VERSION
                 )))
             }
-            Some(Support::On) => {}
+            Some(Support::On) | Some(Support::Switch) => {}
             Some(Support::Missing(issue)) if value && !gate.default => {
                 return Err(GateError(format!(
                     "{name}=true: not implemented in wasmsched yet ({issue})"
@@ -317,5 +410,58 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(g.set, [("SchedulerAsyncPreemption".to_string(), false)]);
+    }
+
+    /// docs/compatibility.md shows [`markdown_table`] between its
+    /// markers; `WASMSCHED_BLESS=1` rewrites it there.
+    #[test]
+    fn the_compatibility_page_lists_every_scheduling_gate() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/compatibility.md");
+        let doc = std::fs::read_to_string(path).unwrap();
+        let (begin, end) = ("<!-- gates:begin -->\n", "<!-- gates:end -->");
+        let start = doc.find(begin).expect("the gates:begin marker") + begin.len();
+        let stop = doc.find(end).expect("the gates:end marker");
+        let table = markdown_table();
+        if doc[start..stop] != table {
+            if std::env::var_os("WASMSCHED_BLESS").is_some() {
+                let new = format!("{}{table}{}", &doc[..start], &doc[stop..]);
+                std::fs::write(path, new).unwrap();
+            } else {
+                panic!("docs/compatibility.md's gate table is stale (WASMSCHED_BLESS=1 rewrites it); expected:\n{table}");
+            }
+        }
+        for (name, _) in SCHEDULING {
+            assert!(table.contains(&format!("| {name} |")), "{name}");
+        }
+    }
+
+    #[test]
+    fn a_profile_honours_the_gates_of_its_plugins() {
+        let all = ["DynamicResources", "NodeResourcesFit", "DefaultPreemption"];
+        let g = for_profile(&all, &[]);
+        assert!(g.honoured.contains(&"SchedulerAsyncPreemption"));
+        assert!(g.missing.iter().any(|(n, _)| *n == "OpportunisticBatching"));
+        // Off by default: not listed at all.
+        assert!(!g.missing.iter().any(|(n, _)| *n == "GenericWorkload"));
+        let without = for_profile(&["NodeResourcesFit"], &[]);
+        assert!(without
+            .plugin_off
+            .contains(&("DynamicResourceAllocation", "DynamicResources")));
+        // A gate turned off is not listed.
+        let off = [("SchedulerAsyncPreemption".to_string(), false)];
+        let g = for_profile(&all, &off);
+        assert!(!g.honoured.contains(&"SchedulerAsyncPreemption"));
+    }
+
+    #[test]
+    fn a_switchable_gate_takes_both_values_and_defaults_to_the_release() {
+        for v in [true, false] {
+            let g = parse(&format!("SchedulerAsyncPreemption={v}")).unwrap();
+            assert!(g.notes.is_empty(), "{:?}", g.notes);
+            assert_eq!(enabled(&g.set, "SchedulerAsyncPreemption"), v);
+        }
+        assert!(enabled(&[], "SchedulerAsyncPreemption"), "beta, on in 1.37");
+        assert!(!enabled(&[], "GenericWorkload"), "beta, off in 1.37");
+        assert!(!enabled(&[], "NoSuchGate"));
     }
 }

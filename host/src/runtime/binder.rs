@@ -14,7 +14,9 @@
 //! name is not bound by mistake) and the API server refuses to bind a pod
 //! that already has a node.
 
+mod binding_conditions;
 mod claims;
+pub(crate) mod extended_claims;
 mod volumes;
 
 use std::sync::Arc;
@@ -30,7 +32,9 @@ use super::client::{ApiHealth, Backoff, Throttle};
 use super::events::{PodRef, Report};
 use super::node_lock::{self, NodeGates};
 use super::Shared;
-use crate::framework::plugins::dynamic_resources::ClaimBinding;
+use crate::framework::plugins::dynamic_resources::{
+    AwaitBindingConditions, ClaimBinding, ExtendedClaimBinding,
+};
 use crate::framework::plugins::hami_node_lock::LockNode;
 use crate::framework::plugins::volume::VolumeAction;
 use crate::framework::BindAction;
@@ -239,6 +243,7 @@ impl Binder {
         let mut written = volumes::Written::default();
         let mut locked: Option<&str> = None;
         let mut claims: Vec<&ClaimBinding> = Vec::new();
+        let mut created: Option<extended_claims::Created> = None;
         let mut i = 0;
         let mut r = BindResult::Bound;
         while i < actions.len() && r == BindResult::Bound {
@@ -266,6 +271,14 @@ impl Binder {
                             claims.push(c);
                         }
                         r
+                    } else if let Some(b) = a.get::<ExtendedClaimBinding>() {
+                        let (r, c) = self.extended_claim(req, b).await;
+                        created = c;
+                        r
+                    } else if let Some(w) = a.get::<AwaitBindingConditions>() {
+                        let extended = created.as_ref().map(|c| c.name.as_str());
+                        self.await_binding_conditions(req, w, extended.filter(|_| w.extended))
+                            .await
                     } else {
                         tracing::error!(pod = %req.pod().key(), action = ?a, "no executor for this binding step; the pod is retried");
                         BindResult::Error
@@ -276,6 +289,9 @@ impl Binder {
         }
         if r != BindResult::Bound && !claims.is_empty() {
             self.unreserve_claims(req, &claims).await;
+        }
+        if let (Some(c), false) = (&created, r == BindResult::Bound) {
+            self.delete_created(req, c).await;
         }
         if let (Some(annotation), false) = (locked, r == BindResult::Bound) {
             let pod = req.pod();

@@ -6,6 +6,13 @@
 //!   claim holds the published device (allocated outside admin access, or
 //!   reserved in a cycle and not yet written), else 0; one series per
 //!   device, for the dashboard's per-device panel;
+//! - `wasmsched_dra_device_shares{node,driver,pool,device}`: the shares
+//!   held of a device that allows multiple allocations (consumable
+//!   capacity; such a device counts as allocated while one is held);
+//! - `wasmsched_dra_device_capacity{node,driver,pool,device,capacity}` and
+//!   `wasmsched_dra_device_capacity_consumed{...}`: each capacity of such a
+//!   device (in its base unit: bytes for memory) and what its shares
+//!   consume, for the dashboard's fractional-device panel;
 //! - `wasmsched_dra_claims{state}`: claims `allocated` and `pending`;
 //! - `wasmsched_dra_invalid_objects{kind}`: DeviceClasses, ResourceSlices
 //!   and ResourceClaims that could not be read (each also an error for
@@ -18,7 +25,7 @@ use std::sync::OnceLock;
 
 use prometheus::core::{Collector, Desc};
 use prometheus::proto::MetricFamily;
-use prometheus::{IntGaugeVec, Opts, Registry};
+use prometheus::{GaugeVec, IntGaugeVec, Opts, Registry};
 
 use crate::framework::plugins::dynamic_resources::Store;
 
@@ -40,6 +47,25 @@ const METRICS: [(&str, &str, &[&str]); 3] = [
     ),
 ];
 
+/// The shared devices' metrics (consumable capacity).
+const SHARED: [(&str, &str, &[&str]); 3] = [
+    (
+        "wasmsched_dra_device_shares",
+        "Shares held of a device that allows multiple allocations (allocated, or reserved in a cycle and not yet written).",
+        &["node", "driver", "pool", "device"],
+    ),
+    (
+        "wasmsched_dra_device_capacity",
+        "A capacity of a device that allows multiple allocations, in its base unit.",
+        &["node", "driver", "pool", "device", "capacity"],
+    ),
+    (
+        "wasmsched_dra_device_capacity_consumed",
+        "What the shares of a device that allows multiple allocations consume of a capacity, in its base unit.",
+        &["node", "driver", "pool", "device", "capacity"],
+    ),
+];
+
 /// Registers the collector once per process.
 pub fn register(registry: &Registry) {
     static REGISTERED: OnceLock<()> = OnceLock::new();
@@ -56,6 +82,7 @@ impl DraCollector {
     fn new() -> Self {
         let descs = METRICS
             .iter()
+            .chain(&SHARED)
             .map(|(name, help, labels)| {
                 Desc::new(
                     name.to_string(),
@@ -103,6 +130,39 @@ impl Collector for DraCollector {
         for (kind, n) in &usage.invalid {
             gauges[2].with_label_values(&[kind]).set(count(*n));
         }
-        gauges.iter().flat_map(|g| g.collect()).collect()
+        let shares =
+            IntGaugeVec::new(Opts::new(SHARED[0].0, SHARED[0].1), SHARED[0].2).expect("valid");
+        let capacity: Vec<GaugeVec> = SHARED[1..]
+            .iter()
+            .map(|(name, help, labels)| {
+                GaugeVec::new(Opts::new(*name, *help), labels).expect("valid")
+            })
+            .collect();
+        for d in &usage.devices {
+            let Some(s) = &d.shares else {
+                continue;
+            };
+            shares
+                .with_label_values(&[&d.node, &d.driver, &d.pool, &d.device])
+                .set(i64::from(s.held));
+            for (name, value, used) in &s.capacity {
+                let labels = [&d.node, &d.driver, &d.pool, &d.device, name];
+                capacity[0]
+                    .with_label_values(&labels)
+                    .set(base_units(*value));
+                capacity[1]
+                    .with_label_values(&labels)
+                    .set(base_units(*used));
+            }
+        }
+        let mut out: Vec<MetricFamily> = gauges.iter().flat_map(|g| g.collect()).collect();
+        out.extend(shares.collect());
+        out.extend(capacity.iter().flat_map(|g| g.collect()));
+        out
     }
+}
+
+/// A quantity in nanos as a float of its base unit.
+fn base_units(n: i128) -> f64 {
+    n as f64 / 1e9
 }

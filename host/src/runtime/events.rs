@@ -83,6 +83,14 @@ pub enum Report {
     },
     /// The pod is gone: drop what is remembered about it.
     Deleted { uid: String },
+    /// A Normal event about the pod with its own reason (DynamicResources'
+    /// `BindingConditionsPending`).
+    Normal {
+        pod: PodRef,
+        reason: &'static str,
+        message: String,
+        profile: String,
+    },
     /// The pod is reserved and waits at Permit (a pod group's member):
     /// a `Waiting` event with the message.
     Waiting {
@@ -247,6 +255,15 @@ impl Recorder {
                 profile,
             } => {
                 self.create_event(&pod, "Normal", "Waiting", &message, &profile)
+                    .await;
+            }
+            Report::Normal {
+                pod,
+                reason,
+                message,
+                profile,
+            } => {
+                self.create_event(&pod, "Normal", reason, &message, &profile)
                     .await;
             }
             Report::Scheduler {

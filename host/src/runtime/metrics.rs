@@ -45,6 +45,12 @@ pub struct SchedulerMetrics {
     pub preemption_attempts: prometheus::IntCounter,
     /// `scheduler_preemption_victims`: victims per preemption.
     pub preemption_victims: prometheus::Histogram,
+    /// `scheduler_preemption_goroutines_duration_seconds`: how long an
+    /// asynchronous preemption's API calls took, by result.
+    pub preemption_goroutines_duration: HistogramVec,
+    /// `scheduler_preemption_goroutines_execution_total`: asynchronous
+    /// preemptions carried out, by result (`success`, `error`).
+    pub preemption_goroutines_total: IntCounterVec,
 }
 
 fn histogram(name: &str, help: &str, buckets: Vec<f64>, labels: &[&str]) -> HistogramVec {
@@ -133,6 +139,20 @@ impl SchedulerMetrics {
                 .buckets(prometheus::linear_buckets(5.0, 5.0, 10).expect("valid buckets")),
             )
             .expect("valid metric"),
+            preemption_goroutines_duration: HistogramVec::new(
+                HistogramOpts::new(
+                    "scheduler_preemption_goroutines_duration_seconds",
+                    "Duration in seconds for running goroutines for the preemption.",
+                )
+                .buckets(exponential_buckets(0.01, 2.0, 20).expect("valid buckets")),
+                &["result"],
+            )
+            .expect("valid metric"),
+            preemption_goroutines_total: counter(
+                "scheduler_preemption_goroutines_execution_total",
+                "Number of preemption goroutines executed.",
+                &["result"],
+            ),
         };
         let collectors: Vec<Box<dyn Collector>> = vec![
             Box::new(m.schedule_attempts.clone()),
@@ -147,6 +167,8 @@ impl SchedulerMetrics {
             Box::new(m.assumed_pods.clone()),
             Box::new(m.preemption_attempts.clone()),
             Box::new(m.preemption_victims.clone()),
+            Box::new(m.preemption_goroutines_duration.clone()),
+            Box::new(m.preemption_goroutines_total.clone()),
             Box::new(PluginHealthCollector::new(scheduler)),
         ];
         for c in collectors {

@@ -324,7 +324,7 @@ pub async fn run(
         watches.tasks.push(tokio::spawn(source));
     }
     let (preempt_tx, [budgets, classes, evictor]) =
-        preemption::spawn(&shared, &client, &throttle, &identity);
+        preemption::spawn(&shared, &client, &throttle, &identity, &opts.feature_gates);
     watches.tasks.extend([budgets, classes]);
 
     let (bind_tx, bind_rx) = mpsc::unbounded_channel();

@@ -168,6 +168,19 @@ async fn write_statuses(shared: Arc<Shared>, client: Client, throttle: Throttle)
             } else {
                 Api::all_with(client.clone(), &resource)
             };
+            if w.status.is_null() {
+                // A deletion (DynamicResources' stale extended resource
+                // claim), done once.
+                match super::binder::extended_claims::delete_claim(&api, &w.name).await {
+                    Ok(()) => {
+                        written.insert(key, w.status);
+                    }
+                    Err(e) => {
+                        tracing::warn!(kind = w.kind.kind, namespace = %w.namespace, name = %w.name, error = %e, "deleting the object failed")
+                    }
+                }
+                continue;
+            }
             let patch = serde_json::json!({"status": w.status});
             match api
                 .patch_status(&w.name, &PatchParams::default(), &Patch::Merge(&patch))

@@ -28,7 +28,9 @@ struct Outbox<'a> {
     shared: &'a Shared,
     binds: &'a mpsc::UnboundedSender<Binding>,
     reports: &'a mpsc::UnboundedSender<Report>,
-    preemptions: &'a mpsc::UnboundedSender<super::preemption::Request>,
+    preemptions: &'a super::preemption::Outlet,
+    /// A synchronous preemption the loop waits for after the cycle.
+    preempting: Option<std::sync::mpsc::Receiver<()>>,
 }
 
 impl Sink for Outbox<'_> {
@@ -94,9 +96,13 @@ impl Sink for Outbox<'_> {
         });
     }
 
-    fn preempt(&mut self, pod: &Arc<Pod>, nomination: &Nomination, profile: &str) {
+    fn preempt(&mut self, pod: &Arc<Pod>, nomination: &Nomination, profile: &str) -> bool {
         let request = super::preemption::Request::new(pod, nomination, profile);
-        let _ = self.preemptions.send(request);
+        if self.preemptions.asynchronous {
+            return request.send_async(&self.preemptions.tx);
+        }
+        self.preempting = request.send_sync(&self.preemptions.tx);
+        false
     }
 }
 
@@ -105,13 +111,14 @@ pub fn run(
     shared: Arc<Shared>,
     binds: mpsc::UnboundedSender<Binding>,
     reports: mpsc::UnboundedSender<Report>,
-    preemptions: mpsc::UnboundedSender<super::preemption::Request>,
+    preemptions: super::preemption::Outlet,
 ) {
     let mut out = Outbox {
         shared: &shared,
         binds: &binds,
         reports: &reports,
         preemptions: &preemptions,
+        preempting: None,
     };
     let mut cache = shared.cache.lock();
     loop {
@@ -126,6 +133,12 @@ pub fn run(
         let now = shared.now_ms();
         let attempted = shared.scheduler.schedule_one(&mut cache, now, &mut out);
         publish(&shared, &cache);
+        if let Some(done) = out.preempting.take() {
+            // kube-scheduler without SchedulerAsyncPreemption: the
+            // evictions are part of the cycle. The watches may update the
+            // cache meanwhile.
+            parking_lot::MutexGuard::unlocked(&mut cache, || super::preemption::wait_sync(done));
+        }
         if attempted {
             cache.snapshot.compact_log();
             // Let the watches and the binder at the cache between cycles.

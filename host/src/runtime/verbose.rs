@@ -20,7 +20,7 @@ pub fn log(report: &Report) {
             profile,
         } => logging::unschedulable(&pod.key(), profile, message),
         Report::Waiting { pod, message, .. } => logging::waiting(&pod.key(), message),
-        Report::Deleted { .. } | Report::Scheduler { .. } => {}
+        Report::Deleted { .. } | Report::Scheduler { .. } | Report::Normal { .. } => {}
     }
 }
 

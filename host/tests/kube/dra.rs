@@ -22,6 +22,11 @@ use serde_json::{json, Value};
 
 use crate::env::*;
 
+#[path = "dra_capacity.rs"]
+mod dra_capacity;
+#[path = "dra_extended.rs"]
+mod dra_extended;
+
 const NS: &str = "dra";
 const SCHED: &str = "dra-scheduler";
 const DRIVER: &str = "gpu.example.com";
@@ -316,6 +321,7 @@ async fn clean(client: &Client) {
     for (kind, plural) in [
         ("ResourceSlice", "resourceslices"),
         ("DeviceClass", "deviceclasses"),
+        ("DeviceTaintRule", "devicetaintrules"),
     ] {
         let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource(kind, plural));
         let _ = api
@@ -339,6 +345,7 @@ async fn create(client: &Client, o: &Value) {
         "ResourceSlice" => "resourceslices",
         "DeviceClass" => "deviceclasses",
         "ResourceClaim" => "resourceclaims",
+        "DeviceTaintRule" => "devicetaintrules",
         _ => "resourceclaimtemplates",
     };
     let obj: DynamicObject = serde_json::from_value(o.clone()).unwrap();
@@ -410,10 +417,11 @@ async fn claim_state(client: &Client, name: &str) -> (Vec<String>, Vec<String>) 
         .flatten()
         .map(|r| {
             format!(
-                "{}={}/{}",
+                "{}={}/{}{}",
                 r["request"].as_str().unwrap_or(""),
                 r["pool"].as_str().unwrap_or(""),
-                r["device"].as_str().unwrap_or("")
+                r["device"].as_str().unwrap_or(""),
+                dra_capacity::consumed(r)
             )
         })
         .collect();

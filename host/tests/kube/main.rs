@@ -30,6 +30,7 @@ mod ops;
 mod outages;
 mod preemption;
 mod proxy;
+mod resize_features;
 mod serving;
 mod soak;
 mod volumes;

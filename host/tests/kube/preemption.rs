@@ -163,6 +163,21 @@ fn scenarios() -> Vec<Scenario> {
             budgets: vec![],
             preemptor: preemptor("p-high", "8", json!({})),
         },
+        // 1.37 sorts victims by importance after the reprieve: n1's
+        // highest is x (p-high), n2's db-2 (p-mid), so n2 wins; 1.20's
+        // order (budget-violating first) took db-1 (p-low) as n1's.
+        Scenario {
+            name: "highest-victim-after-the-reprieve",
+            nodes: &["n1", "n2"],
+            placed: vec![
+                ("db-1", "n1", "p-low", "2", "db", 0),
+                ("x", "n1", "p-high", "2", "x", 0),
+                ("db-2", "n2", "p-mid", "2", "db", 0),
+                ("y", "n2", "p-low", "2", "y", 0),
+            ],
+            budgets: vec![("db", 0)],
+            preemptor: preemptor("p-top", "4", json!({})),
+        },
     ]
 }
 
@@ -293,6 +308,54 @@ async fn verdict(client: &Client, s: &Scenario, ws: Option<&Scheduler>, log: &Pa
     }
 }
 
+/// What a preemption left on each victim: its `DisruptionTarget`
+/// condition (status, reason, message, observedGeneration) and its
+/// `Preempted` event's message with the preemptor's uid written `UID`.
+type Marks = BTreeMap<String, (String, String)>;
+
+async fn marks(client: &Client, s: &Scenario, v: &Verdict) -> Marks {
+    let Verdict::Nominated { victims, .. } = v else {
+        return Marks::new();
+    };
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+    let uid = pods.get("preemptor").await.unwrap().metadata.uid.unwrap();
+    let mut out = Marks::new();
+    for name in victims {
+        wait_until("the Preempted event", Duration::from_secs(30), || async {
+            !events_for(client, NS, name, "Preempted").await.is_empty()
+        })
+        .await;
+        let events = events_for(client, NS, name, "Preempted").await;
+        assert_eq!(events.len(), 1, "{}: {name}'s Preempted events", s.name);
+        let event = events[0]
+            .message
+            .clone()
+            .unwrap_or_default()
+            .replace(&uid, "UID");
+        let condition = pods
+            .get(name)
+            .await
+            .unwrap()
+            .status
+            .and_then(|s| s.conditions)
+            .unwrap_or_default()
+            .into_iter()
+            .find(|c| c.type_ == "DisruptionTarget")
+            .map(|c| {
+                format!(
+                    "{} {} {:?} gen={:?}",
+                    c.status,
+                    c.reason.unwrap_or_default(),
+                    c.message.unwrap_or_default(),
+                    c.observed_generation
+                )
+            })
+            .unwrap_or_else(|| "no DisruptionTarget condition".into());
+        out.insert(name.clone(), (condition, event));
+    }
+    out
+}
+
 struct Killed(Child);
 
 impl Drop for Killed {
@@ -367,14 +430,15 @@ async fn with_kube_scheduler(
     s: &Scenario,
     cfg: &Path,
     dir: &Path,
-) -> (Verdict, Option<String>) {
+) -> (Verdict, Marks, Option<String>) {
     build(client, s).await;
     let log = dir.join(format!("kube-scheduler-{}.log", s.name));
     let _k = Killed(kube_scheduler(cfg, &log, 2));
     crate::create_pod(client, s.preemptor.clone()).await;
     let v = verdict(client, s, None, &log).await;
+    let m = marks(client, s, &v).await;
     let bound = finish(client, s, &v).await;
-    (v, bound)
+    (v, m, bound)
 }
 
 async fn with_wasmsched(
@@ -382,7 +446,7 @@ async fn with_wasmsched(
     s: &Scenario,
     cfg: &Path,
     dir: &Path,
-) -> (Verdict, Option<String>) {
+) -> (Verdict, Marks, Option<String>) {
     build(client, s).await;
     let ws = Scheduler::start(
         dir,
@@ -392,20 +456,20 @@ async fn with_wasmsched(
     );
     crate::create_pod(client, s.preemptor.clone()).await;
     let v = verdict(client, s, Some(&ws), &ws.log).await;
-    if let Verdict::Nominated { victims, .. } = &v {
-        for name in victims {
-            let events = events_for(client, NS, name, "Preempted").await;
-            assert_eq!(events.len(), 1, "{}: {name}'s Preempted event", s.name);
-            let msg = events[0].message.clone().unwrap_or_default();
-            assert!(
-                msg.starts_with(&format!("Preempted by {NS}/preemptor on node ")),
-                "{msg}"
-            );
-        }
+    let m = marks(client, s, &v).await;
+    if let Verdict::Nominated { .. } = &v {
         assert!(ws.metric("scheduler_preemption_attempts_total", &[]).await >= 1.0);
+        // Asynchronous, as kube-scheduler 1.37's default.
+        let done = &[("result", "success")];
+        wait_until("the preemption's end", Duration::from_secs(30), || async {
+            ws.metric("scheduler_preemption_goroutines_execution_total", done)
+                .await
+                >= 1.0
+        })
+        .await;
     }
     let bound = finish(client, s, &v).await;
-    (v, bound)
+    (v, m, bound)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -447,6 +511,10 @@ async fn preemption_matches_kube_scheduler() {
     assert_eq!(
         nominated("anti-affinity-only-eviction-satisfies"),
         Some((s("n1"), vec![s("x-low")]))
+    );
+    assert_eq!(
+        nominated("highest-victim-after-the-reprieve"),
+        Some((s("n2"), vec![s("db-2"), s("y")]))
     );
     assert_eq!(nominated("preemption-policy-never"), None);
     assert_eq!(nominated("fits-nowhere-even-after-eviction"), None);
@@ -581,4 +649,157 @@ async fn lease_holder(client: &Client, name: &str) -> Option<String> {
         .flatten()
         .and_then(|l| l.spec)
         .and_then(|s| s.holder_identity)
+}
+
+// ------------------------------------------- asynchronous preemption
+
+/// `SchedulerAsyncPreemption` (on by default in 1.37) and off: the fault
+/// proxy holds the victim's DELETE for a while. Asynchronously, the loop
+/// goes on (another pod is bound meanwhile) and the preemptor is not
+/// attempted again, however many events come, until its evictions are
+/// done, so it cannot preempt twice. Synchronously, the loop waits for the
+/// evictions: nothing else is scheduled meanwhile. Either way the
+/// preemptor ends on the nominated node once its victim is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn asynchronous_preemption_holds_the_preemptor_not_the_loop() {
+    let _g = serial();
+    let client = client().await;
+    ensure_classes(&client).await;
+    let tmp = tempfile::tempdir().unwrap();
+    let (_, cfg) = configs(tmp.path());
+    const HOLD: Duration = Duration::from_secs(8);
+    for asynchronous in [true, false] {
+        let s = Scenario {
+            name: "async",
+            nodes: &["n1"],
+            placed: vec![("a", "n1", "p-low", "3", "a", 0)],
+            budgets: vec![],
+            preemptor: preemptor("p-high", "2", json!({})),
+        };
+        build(&client, &s).await;
+        let proxy =
+            crate::proxy::FaultProxy::start(&env().servers, &crate::audit::apiserver_url()).await;
+        let gate = format!("SchedulerAsyncPreemption={asynchronous}");
+        let name = format!("ws-async-{asynchronous}");
+        let ws = crate::outages::through(
+            &proxy,
+            tmp.path(),
+            &name,
+            &["--config", cfg.to_str().unwrap(), "--feature-gates", &gate],
+        );
+        ws.wait_ready().await;
+        proxy.hold(&format!("DELETE /api/v1/namespaces/{NS}/pods/a"), HOLD);
+        let held_at = Instant::now();
+        crate::create_pod(&client, s.preemptor.clone()).await;
+        let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+        wait_until("the nomination", Duration::from_secs(30), || async {
+            pods.get("preemptor")
+                .await
+                .ok()
+                .and_then(|p| p.status?.nominated_node_name)
+                .is_some()
+        })
+        .await;
+        // Events while the eviction hangs: a node (too small for the
+        // preemptor) and a pod that fits it.
+        let nodes: Api<Node> = Api::all(client.clone());
+        let small: Node = serde_json::from_value(json!({
+            "metadata": {"name": "small", "labels": {"kubernetes.io/hostname": "small"}},
+            "status": {"allocatable": {"cpu": "1", "memory": "8Gi", "pods": "110"}}
+        }))
+        .unwrap();
+        nodes.create(&PostParams::default(), &small).await.unwrap();
+        let mut other = preemptor("p-low", "500m", json!({}));
+        other["metadata"]["name"] = json!("other");
+        crate::create_pod(&client, other).await;
+        let other_bound = || async {
+            pods.get("other")
+                .await
+                .ok()
+                .and_then(|p| p.spec?.node_name)
+                .is_some()
+        };
+        if asynchronous {
+            wait_until(
+                "the other pod's binding",
+                Duration::from_secs(5),
+                other_bound,
+            )
+            .await;
+        }
+        // Past several backoffs of the preemptor, still within the hold.
+        while held_at.elapsed() < HOLD - Duration::from_secs(2) {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        let unschedulable = &[("result", "unschedulable")];
+        assert_eq!(
+            ws.metric("scheduler_schedule_attempts_total", unschedulable)
+                .await,
+            1.0,
+            "async={asynchronous}: the preemptor was attempted again while its eviction ran (requests, held: {:?}; victim: {:?}); log:\n{}",
+            proxy.requests(),
+            pods.get_opt("a").await.unwrap().map(|p| p.metadata.deletion_timestamp),
+            ws.logs()
+        );
+        assert_eq!(
+            ws.metric("scheduler_preemption_attempts_total", &[]).await,
+            1.0
+        );
+        assert_eq!(
+            other_bound().await,
+            asynchronous,
+            "async={asynchronous}: whether the loop went on while the eviction hung"
+        );
+        // The hold ends: the victim terminates; once it is gone the
+        // preemptor binds where it was nominated.
+        wait_until("the eviction", Duration::from_secs(30), || async {
+            pods.get_opt("a")
+                .await
+                .unwrap()
+                .is_none_or(|p| p.metadata.deletion_timestamp.is_some())
+        })
+        .await;
+        let done = &[("result", "success")];
+        let finished = ws
+            .metric("scheduler_preemption_goroutines_execution_total", done)
+            .await;
+        if asynchronous {
+            wait_until("the preemption's end", Duration::from_secs(10), || async {
+                ws.metric("scheduler_preemption_goroutines_execution_total", done)
+                    .await
+                    == 1.0
+            })
+            .await;
+        } else {
+            assert_eq!(
+                finished, 0.0,
+                "no asynchronous preemption with the gate off"
+            );
+        }
+        wait_until(
+            "the other pod's binding",
+            Duration::from_secs(30),
+            other_bound,
+        )
+        .await;
+        let now = DeleteParams {
+            grace_period_seconds: Some(0),
+            ..Default::default()
+        };
+        let _ = pods.delete("a", &now).await;
+        wait_until(
+            "the preemptor's binding",
+            Duration::from_secs(60),
+            || async {
+                pods.get("preemptor")
+                    .await
+                    .ok()
+                    .and_then(|p| p.spec?.node_name)
+                    .as_deref()
+                    == Some("n1")
+            },
+        )
+        .await;
+        let _ = nodes.delete("small", &DeleteParams::default()).await;
+    }
 }

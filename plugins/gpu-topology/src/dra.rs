@@ -12,6 +12,9 @@
 //!   (fill used groups, keep whole ones free); with `spread` its
 //!   complement; with `origin` 50. A set whose devices carry no group
 //!   attribute packs at 50;
+//!   A set of one device already allocated (a share of a device that
+//!   allows multiple allocations, in use by other claims: a fractional
+//!   GPU) packs at 100 with `binpack`, 0 with `spread`;
 //! - rank = `(2 * locality + packing) / 3` for several devices, `packing`
 //!   for one;
 //! - then, among sets of equal rank, the idle GPUs first ([`prefer_idle`]:
@@ -241,7 +244,16 @@ fn rank_one(
             used -= 1;
         }
     }
-    let used_share = if total <= 0 { 100 } else { 100 * used / total };
+    // A set of one device that is already allocated is a share of a
+    // device that allows multiple allocations (a fractional GPU the DRA
+    // way, in use by other claims): fully used, so binpack fills it
+    // before opening another GPU and spread avoids it.
+    let shared_in_use = members.len() == 1 && devices[members[0]].allocated;
+    let used_share = if total <= 0 || shared_in_use {
+        100
+    } else {
+        100 * used / total
+    };
     let packing = match policy {
         Policy::Binpack => used_share,
         Policy::Spread => 100 - used_share,
@@ -266,6 +278,24 @@ fn rank_one(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Fractional GPUs the DRA way: a shared GPU already holding shares
+    /// of other claims ranks as fully used (it was 0, its root's other
+    /// GPU being free): binpack's first choice (the search order breaks
+    /// the tie with the GPU beside it), the one spread avoids.
+    #[test]
+    fn a_shared_gpu_in_use_is_filled_first_by_binpack_and_avoided_by_spread() {
+        let cfg = Config::default();
+        let devices = vec![
+            gpu("gpu-0", "pci0", true),
+            gpu("gpu-1", "pci0", false),
+            gpu("gpu-2", "pci1", false),
+            gpu("gpu-3", "pci1", false),
+        ];
+        let sets = [set(&[0]), set(&[1]), set(&[2])];
+        assert_eq!(rank(&cfg, Policy::Binpack, &devices, &sets), [100, 100, 0]);
+        assert_eq!(rank(&cfg, Policy::Spread, &devices, &sets), [0, 0, 100]);
+    }
 
     #[test]
     fn idle_gpus_win_among_sets_of_equal_rank_and_never_pass_a_better_set() {

@@ -74,7 +74,9 @@ pub enum ObjectEvent<'a> {
 }
 
 /// A status a plugin asks the leader to write (a merge patch of the
-/// object's `status` subresource).
+/// object's `status` subresource); a `null` status asks for the object's
+/// deletion instead (after removing DRA's delete-protection finalizer:
+/// DynamicResources deleting a pod's stale extended resource claim).
 #[derive(Debug, Clone, PartialEq)]
 pub struct StatusWrite {
     pub kind: ApiKind,

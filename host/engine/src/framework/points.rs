@@ -274,6 +274,10 @@ pub struct Nomination {
     /// Lower-priority pods nominated to `node` that lose their nomination
     /// (they may no longer fit there).
     pub displaced: Vec<Arc<Pod>>,
+    /// Victims preempted in memory (uids): pods held at Permit, rejected
+    /// by the scheduler rather than deleted (upstream's
+    /// `preemptedInMemory`). Set by the scheduler, not the plugin.
+    pub in_memory: Vec<String>,
 }
 
 /// What PostFilter did.

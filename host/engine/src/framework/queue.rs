@@ -144,6 +144,10 @@ pub struct SchedulingQueue {
     /// (kind, key).
     gated_on: HashMap<(&'static str, String), HashSet<String>>,
     attempts: HashMap<String, u32>,
+    /// Pods whose preemption is still being carried out (upstream's
+    /// `Executor.preempting`, read by DefaultPreemption's PreEnqueue):
+    /// never attempted until [`SchedulingQueue::preemption_finished`].
+    preempting: HashSet<String>,
     seq: u64,
     sort: Option<Arc<dyn QueueSortPlugin>>,
     pre_enqueue: PreEnqueue,
@@ -160,6 +164,7 @@ impl Default for SchedulingQueue {
             gated_any: HashSet::new(),
             gated_on: HashMap::new(),
             attempts: HashMap::new(),
+            preempting: HashSet::new(),
             seq: 0,
             sort: None,
             pre_enqueue: PreEnqueue::gates_only(),
@@ -294,9 +299,51 @@ impl SchedulingQueue {
                 i += 1;
             }
         }
-        let e = self.active.pop()?;
-        *self.attempts.entry(e.pod.uid.clone()).or_insert(0) += 1;
-        Some(e.pod)
+        loop {
+            let e = self.active.pop()?;
+            if self.preempting.contains(&e.pod.uid) {
+                // Upstream's PreEnqueue refusal "waiting for the
+                // preemption for this pod to be finished": back to the
+                // pool, whatever event moved it.
+                self.unschedulable.insert(e.pod.uid.clone(), e);
+                continue;
+            }
+            *self.attempts.entry(e.pod.uid.clone()).or_insert(0) += 1;
+            return Some(e.pod);
+        }
+    }
+
+    /// The pod's preemption is being carried out after its cycle
+    /// (asynchronous preemption): it is not attempted again until
+    /// [`SchedulingQueue::preemption_finished`], so that no event retries
+    /// it while its victims are still running and it preempts twice.
+    pub fn hold_preempting(&mut self, uid: &str) {
+        self.preempting.insert(uid.to_string());
+    }
+
+    /// The evictions for the pod are done (`failed`: some failed). The
+    /// victims' deletion events may have come while it was held, so it is
+    /// retried: after its backoff, or at once when an eviction failed
+    /// (upstream `Activate`s it then). Returns whether it was held.
+    pub fn preemption_finished(&mut self, uid: &str, failed: bool, now_ms: u64) -> bool {
+        if !self.preempting.remove(uid) {
+            return false;
+        }
+        if let Some(e) = self.unschedulable.remove(uid) {
+            if failed {
+                self.active.push(e);
+            } else {
+                let attempts = self.attempts.get(uid).copied().unwrap_or(1);
+                self.backoff
+                    .push((now_ms + self.backoff_policy.delay_ms(attempts), e));
+            }
+        }
+        true
+    }
+
+    /// Whether the pod's preemption is still being carried out.
+    pub fn is_preempting(&self, uid: &str) -> bool {
+        self.preempting.contains(uid)
     }
 
     /// The default backoff of a pod after `attempts` failed attempts.
@@ -326,7 +373,12 @@ impl SchedulingQueue {
     /// once their backoff (counted from `now_ms`) ends.
     /// Held pods that a cluster event may let through are checked again.
     pub fn on_cluster_event(&mut self, now_ms: u64) {
-        for (uid, e) in self.unschedulable.drain() {
+        let preempting = &self.preempting;
+        let (held, moved): (HashMap<_, _>, HashMap<_, _>) = std::mem::take(&mut self.unschedulable)
+            .into_iter()
+            .partition(|(uid, _)| preempting.contains(uid));
+        self.unschedulable = held;
+        for (uid, e) in moved {
             let attempts = self.attempts.get(&uid).copied().unwrap_or(1);
             self.backoff
                 .push((now_ms + self.backoff_policy.delay_ms(attempts), e));
@@ -389,6 +441,7 @@ impl SchedulingQueue {
     /// A pod that left the queue for good (scheduled or deleted).
     pub fn done(&mut self, uid: &str) {
         self.attempts.remove(uid);
+        self.preempting.remove(uid);
         self.unschedulable.remove(uid);
         self.ungate(uid);
         self.backoff.retain(|(_, e)| e.pod.uid != uid);

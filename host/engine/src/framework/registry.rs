@@ -84,6 +84,7 @@ pub const KUBE_SCHEDULER_DEFAULTS: &[&str] = &[
     "NodeResourcesBalancedAllocation",
     "ImageLocality",
     "DefaultBinder",
+    "NodeDeclaredFeatures",
 ];
 
 /// An API kind a plugin reads beside Nodes and Pods, and how a
@@ -115,6 +116,10 @@ pub const OBJECT_KINDS: &[ObjectKindRow] = &[
     ObjectKindRow {
         kind: plugins::dynamic_resources::store::RESOURCE_CLAIM_TEMPLATE,
         check: plugins::dynamic_resources::check_template,
+    },
+    ObjectKindRow {
+        kind: plugins::dynamic_resources::taint_rules::DEVICE_TAINT_RULE,
+        check: plugins::dynamic_resources::check_taint_rule,
     },
 ];
 
@@ -235,7 +240,8 @@ mod tests {
                 "VolumeZone",
                 "PodTopologySpread",
                 "InterPodAffinity",
-                "DynamicResources"
+                "DynamicResources",
+                "NodeDeclaredFeatures"
             ]
         );
     }

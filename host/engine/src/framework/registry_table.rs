@@ -41,6 +41,10 @@ registry! {
         points: [PostFilter], weight: 0, default: true;
     native "DefaultBinder" => plugins::default_binder::new,
         points: [Bind], weight: 0, default: true;
+    // Appended to multiPoint when its gate is on (GA in 1.37), after
+    // kube-scheduler's other defaults: its Filter runs last of theirs.
+    native "NodeDeclaredFeatures" => plugins::node_declared_features::new,
+        points: [PreFilter, Filter], weight: 0, default: true;
     native "HAMiNodeLock" => plugins::hami_node_lock::new,
         points: [Reserve, PreBind], weight: 0, default: true;
     native "Coscheduling" => plugins::coscheduling::new,

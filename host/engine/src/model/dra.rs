@@ -19,6 +19,10 @@ pub const GROUP: &str = "resource.k8s.io";
 /// The finalizer kube-scheduler puts on a claim it allocates.
 pub const DELETE_PROTECTION: &str = "resource.kubernetes.io/delete-protection";
 
+/// The annotation of a claim the scheduler made for a pod's extended
+/// resources (upstream's `ExtendedResourceClaimAnnotation`).
+pub const EXTENDED_RESOURCE_CLAIM: &str = "resource.kubernetes.io/extended-resource-claim";
+
 /// Upstream's `AllocationResultsMaxSize`: devices per claim.
 pub const MAX_RESULTS: usize = 32;
 
@@ -210,11 +214,16 @@ pub struct Device {
     pub taints: Vec<Taint>,
     /// With `perDeviceNodeSelection`: where this device can be used.
     pub scope: Option<NodeScope>,
-    /// Binding conditions (binding waits for the driver): such devices
-    /// are not chosen (see docs/dra.md).
-    pub binding_conditions: bool,
+    /// `bindingConditions`: PreBind waits until the claim's status shows
+    /// each True for the device (DRADeviceBindingConditions).
+    pub binding_conditions: Vec<String>,
+    /// `bindingFailureConditions`: one True fails the binding.
+    pub binding_failure_conditions: Vec<String>,
     /// `allowMultipleAllocations` (consumable capacity).
     pub allow_multiple: bool,
+    /// The capacities with their request policies, names as written
+    /// (consumable capacity).
+    pub capacities: Vec<super::dra_capacity::DeviceCapacity>,
     /// `bindsToNode`: the allocation is pinned to the node.
     pub binds_to_node: bool,
 }
@@ -365,8 +374,10 @@ fn device(d: &api::Device, driver: &str) -> Result<Device, String> {
         consumes,
         taints,
         scope,
-        binding_conditions: d.binding_conditions.as_ref().is_some_and(|c| !c.is_empty()),
+        binding_conditions: d.binding_conditions.clone().unwrap_or_default(),
+        binding_failure_conditions: d.binding_failure_conditions.clone().unwrap_or_default(),
         allow_multiple: d.allow_multiple_allocations == Some(true),
+        capacities: super::dra_capacity::device_capacities(d)?,
         binds_to_node: d.binds_to_node == Some(true),
     })
 }
@@ -379,6 +390,11 @@ pub struct Class {
     pub selectors: Vec<String>,
     /// `spec.config`, as written (copied into allocations).
     pub config: Vec<Value>,
+    /// `spec.extendedResourceName` (DRAExtendedResource).
+    pub extended_resource_name: Option<String>,
+    /// `metadata.creationTimestamp` as written (RFC 3339; the newer class
+    /// wins a clash of extended resource names).
+    pub created: String,
 }
 
 impl Class {
@@ -405,6 +421,14 @@ impl Class {
             name: c.metadata.name.clone().unwrap_or_default(),
             selectors,
             config,
+            extended_resource_name: spec.extended_resource_name.filter(|n| !n.is_empty()),
+            created: c
+                .metadata
+                .creation_timestamp
+                .as_ref()
+                .and_then(|t| serde_json::to_value(t).ok())
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default(),
         })
     }
 }
@@ -454,9 +478,8 @@ pub struct Exact {
     pub mode: Mode,
     pub admin_access: bool,
     pub tolerations: Vec<Toleration>,
-    /// `capacity.requests` (consumable capacity): refused with a clear
-    /// message (docs/dra.md).
-    pub capacity_requests: bool,
+    /// `capacity.requests` (consumable capacity), by name as written.
+    pub capacity: BTreeMap<String, super::dra_capacity::Q>,
 }
 
 /// A request of a claim: one exact request, or a prioritized list.
@@ -487,6 +510,13 @@ pub struct Allocated {
     pub pool: String,
     pub device: String,
     pub admin_access: bool,
+    /// The device's binding conditions, copied by the allocator.
+    pub binding_conditions: Vec<String>,
+    pub binding_failure_conditions: Vec<String>,
+    /// `shareID`: one share of a device that allows multiple allocations.
+    pub share_id: Option<String>,
+    /// `consumedCapacity`, by name as written.
+    pub consumed: BTreeMap<String, Nanos>,
 }
 
 impl Allocated {
@@ -504,6 +534,8 @@ pub struct Allocation {
     pub node_selector: Option<Vec<NodeSelectorTerm>>,
     /// As written (kept to write it back unchanged).
     pub raw: Value,
+    /// `allocationTimestamp` (binding conditions time out from it).
+    pub allocated_at: Option<k8s_openapi::jiff::Timestamp>,
 }
 
 /// A pod that uses a claim (`status.reservedFor`).
@@ -512,6 +544,15 @@ pub struct Consumer {
     pub name: String,
     pub uid: String,
     pub resource: String,
+}
+
+/// A condition of an allocated device (`status.devices[].conditions`)
+/// whose status is True.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TrueCondition {
+    pub type_: String,
+    pub reason: String,
+    pub message: String,
 }
 
 /// A ResourceClaim.
@@ -532,6 +573,12 @@ pub struct Claim {
     pub allocation: Option<Allocation>,
     pub reserved_for: Vec<Consumer>,
     pub finalizers: Vec<String>,
+    /// `status.devices`: per allocated device (`<driver>/<pool>/<device>`),
+    /// its conditions that are True (binding conditions).
+    pub device_conditions: Vec<(String, Vec<TrueCondition>)>,
+    /// The annotation `resource.kubernetes.io/extended-resource-claim:
+    /// "true"`: the scheduler made it for a pod's extended resources.
+    pub extended: bool,
 }
 
 impl Claim {
@@ -611,6 +658,31 @@ impl Claim {
             allocation,
             reserved_for,
             finalizers: meta.finalizers.clone().unwrap_or_default(),
+            device_conditions: status
+                .and_then(|s| s.devices.as_ref())
+                .into_iter()
+                .flatten()
+                .map(|d| {
+                    let id = format!("{}/{}/{}", d.driver, d.pool, d.device);
+                    let true_types = d
+                        .conditions
+                        .iter()
+                        .flatten()
+                        .filter(|c| c.status == "True")
+                        .map(|c| TrueCondition {
+                            type_: c.type_.clone(),
+                            reason: c.reason.clone(),
+                            message: c.message.clone(),
+                        })
+                        .collect();
+                    (id, true_types)
+                })
+                .collect(),
+            extended: meta
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(EXTENDED_RESOURCE_CLAIM))
+                .is_some_and(|v| v == "true"),
         })
     }
 
@@ -633,10 +705,7 @@ fn exact(name: String, e: &api::ExactDeviceRequest) -> Result<Exact, String> {
         mode,
         admin_access: e.admin_access == Some(true),
         tolerations: tolerations(e.tolerations.as_deref()),
-        capacity_requests: e
-            .capacity
-            .as_ref()
-            .is_some_and(|c| c.requests.as_ref().is_some_and(|r| !r.is_empty())),
+        capacity: super::dra_capacity::capacity_requests(e.capacity.as_ref())?,
     })
 }
 
@@ -698,6 +767,7 @@ fn tolerations(t: Option<&[api::DeviceToleration]>) -> Vec<Toleration> {
 }
 
 fn allocation(a: &api::AllocationResult) -> Result<Allocation, String> {
+    super::dra_capacity::check_consumed(a)?;
     let results = a
         .devices
         .iter()
@@ -708,6 +778,10 @@ fn allocation(a: &api::AllocationResult) -> Result<Allocation, String> {
             pool: r.pool.clone(),
             device: r.device.clone(),
             admin_access: r.admin_access == Some(true),
+            share_id: r.share_id.clone(),
+            consumed: super::dra_capacity::consumed_capacity(r).unwrap_or_default(),
+            binding_conditions: r.binding_conditions.clone().unwrap_or_default(),
+            binding_failure_conditions: r.binding_failure_conditions.clone().unwrap_or_default(),
         })
         .collect();
     let node_selector = match &a.node_selector {
@@ -718,5 +792,6 @@ fn allocation(a: &api::AllocationResult) -> Result<Allocation, String> {
         results,
         node_selector,
         raw: serde_json::to_value(a).unwrap_or_default(),
+        allocated_at: a.allocation_timestamp.as_ref().map(|t| t.0),
     })
 }

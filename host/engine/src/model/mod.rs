@@ -7,11 +7,15 @@
 pub mod budget;
 pub mod constraints;
 pub mod container_resources;
+pub mod declared_features;
 pub mod dra;
+pub mod dra_capacity;
+pub mod dra_extended;
 pub mod namespace;
 pub mod node;
 pub mod pod;
 pub mod pod_group;
+mod pod_requests;
 mod pod_spec;
 pub mod pod_volume;
 pub mod priority;

@@ -39,6 +39,9 @@ pub struct Node {
     /// The images the kubelet reports (`status.images`): every name of
     /// each, with its size in bytes (ImageLocality).
     pub images: BTreeMap<String, i64>,
+    /// `status.declaredFeatures`: the features its kubelet declares
+    /// (NodeDeclaredFeatures), as listed.
+    pub declared_features: Vec<String>,
 }
 
 impl Node {
@@ -93,6 +96,11 @@ impl Node {
             taints,
             unschedulable: spec.unschedulable.unwrap_or(false),
             images,
+            declared_features: node
+                .status
+                .as_ref()
+                .and_then(|s| s.declared_features.clone())
+                .unwrap_or_default(),
         })
     }
 }

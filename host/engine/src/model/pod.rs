@@ -5,6 +5,8 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1 as k8s;
 
+pub use super::pod_requests::ResizeStatus;
+use super::pod_requests::{Options, SpecContainer, SpecRequests};
 use super::resources::{Resources, CPU, DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST, MEMORY};
 use super::validation::{self, Invalid};
 use super::{pod_spec, ModelError};
@@ -66,8 +68,18 @@ pub struct Pod {
     pub phase: String,
     /// Effective requests: max(sum of containers, largest init container)
     /// plus overhead, with requests defaulted from limits as the API
-    /// server does.
+    /// server does, and the in-place resize state of `status` counted as
+    /// kube-scheduler counts it ([`super::pod_requests`]): what the pod
+    /// holds on its node.
     pub requests: Resources,
+    /// The same from the spec alone: what NodeResourcesFit's Filter asks
+    /// a node for (a pod being scheduled has no resize state).
+    pub spec_requests: Resources,
+    /// `status`'s resize state (allocated and actuated resources).
+    pub resize: ResizeStatus,
+    /// The declared node features the pod needs
+    /// ([`super::declared_features`]), sorted.
+    pub required_features: Vec<&'static str>,
     pub limits: Resources,
     /// cpu (milli) and memory requests with kube-scheduler's non-zero
     /// defaults, used only for scoring.
@@ -118,6 +130,9 @@ pub struct Pod {
     /// `metadata.deletionTimestamp` is set: the pod is terminating (a bound
     /// one still holds its node's resources until it is gone).
     pub terminating: bool,
+    /// `metadata.generation` (0 when unset): the `observedGeneration` of
+    /// the conditions the scheduler writes.
+    pub generation: i64,
     /// `spec.schedulingGates` by name: while any is left the pod is not
     /// scheduled.
     pub scheduling_gates: Vec<String>,
@@ -126,6 +141,10 @@ pub struct Pod {
     /// `status.resourceClaimStatuses`: the claim made from a template for
     /// each pod claim (`None`: deliberately none), by pod claim name.
     pub claim_statuses: BTreeMap<String, Option<String>>,
+    /// Per container (init containers first), what DRA may serve as
+    /// extended resources; empty when no container asks for any
+    /// (`model::dra_extended`).
+    pub extended_containers: Vec<super::dra_extended::Container>,
 }
 
 /// One of `spec.resourceClaims`.
@@ -190,16 +209,8 @@ impl Pod {
             ));
         }
 
-        let PodResources {
-            requests,
-            limits,
-            non_zero_milli_cpu,
-            non_zero_memory,
-            containers_non_zero,
-            host_ports,
-            init_extended,
-            app_extended,
-        } = pod_resources(spec).map_err(|(f, c)| err(&f, c))?;
+        let resize = ResizeStatus::read(pod.status.as_ref()).map_err(|(f, c)| err(&f, c))?;
+        let res = pod_resources(spec, &resize).map_err(|(f, c)| err(&f, c))?;
 
         let field = |(f, c): Invalid| err(&f, c);
         let tolerations = pod_spec::tolerations(spec).map_err(field)?;
@@ -242,24 +253,27 @@ impl Pod {
             phase: status
                 .and_then(|s| s.phase.clone())
                 .unwrap_or_else(|| "Pending".into()),
-            requests,
-            limits,
-            non_zero_milli_cpu,
-            non_zero_memory,
-            containers_non_zero_milli_cpu: containers_non_zero.0,
-            containers_non_zero_memory: containers_non_zero.1,
+            requests: res.requests,
+            spec_requests: res.spec_requests,
+            resize,
+            required_features: super::declared_features::required(spec),
+            limits: res.limits,
+            non_zero_milli_cpu: res.non_zero_milli_cpu,
+            non_zero_memory: res.non_zero_memory,
+            containers_non_zero_milli_cpu: res.containers_non_zero.0,
+            containers_non_zero_memory: res.containers_non_zero.1,
             tolerations,
             node_selector: spec.node_selector.clone().unwrap_or_default(),
             node_affinity,
             pod_affinity,
             spread,
-            host_ports,
+            host_ports: res.host_ports,
             volumes,
             images,
             unsupported,
             container_resources: super::container_resources::annotation(
-                init_extended,
-                app_extended,
+                res.init_extended,
+                res.app_extended,
             ),
             priority_class: prio.class,
             priority_given: prio.given,
@@ -267,6 +281,7 @@ impl Pod {
             nominated_node: prio.nominated,
             start_ms: prio.start_ms,
             terminating: prio.terminating,
+            generation: pod.metadata.generation.unwrap_or(0),
             scheduling_gates: spec
                 .scheduling_gates
                 .iter()
@@ -289,6 +304,7 @@ impl Pod {
                 .flatten()
                 .map(|c| (c.name.clone(), c.resource_claim_name.clone()))
                 .collect(),
+            extended_containers: super::dra_extended::containers(res.extended_containers),
             namespace,
             name,
         })
@@ -364,13 +380,10 @@ fn images_of(spec: &k8s::PodSpec) -> Vec<String> {
     out
 }
 
-/// Upstream `GetNonzeroRequestForResource`: a container's request of
-/// `name` for scoring, `default` when it requests none, but an explicit
-/// zero kept ("override if un-set, but not if explicitly set to zero").
-/// `requests` are after API-server defaulting from limits.
 /// What a pod's containers ask for, aggregated as upstream does.
 struct PodResources {
     requests: Resources,
+    spec_requests: Resources,
     limits: Resources,
     non_zero_milli_cpu: i64,
     non_zero_memory: i64,
@@ -378,23 +391,40 @@ struct PodResources {
     host_ports: Vec<HostPort>,
     init_extended: Vec<wasmsched_shared::hami::request::ContainerResources>,
     app_extended: Vec<wasmsched_shared::hami::request::ContainerResources>,
+    extended_containers: Vec<super::dra_extended::Container>,
 }
 
-/// The pod's requests (upstream's `PodRequests`: app containers and
-/// native sidecars, init containers, pod-level resources, overhead),
-/// limits, scoring's non-zero cpu and memory, host ports and per-container
-/// extended resources.
-fn pod_resources(spec: &k8s::PodSpec) -> Result<PodResources, Invalid> {
+/// kube-scheduler's non-zero defaults for a container that requests no
+/// cpu or memory (upstream `schedutil.DefaultMilliCPURequest` and
+/// `DefaultMemoryRequest`).
+const NON_ZERO_DEFAULTS: [(&str, i64); 2] = [
+    (CPU, DEFAULT_MILLI_CPU_REQUEST),
+    (MEMORY, DEFAULT_MEMORY_REQUEST),
+];
+
+/// The pod's requests (upstream's `PodRequests`, [`super::pod_requests`]:
+/// app containers and native sidecars, init containers, pod-level
+/// resources, overhead, the resize state of `status`), limits, scoring's
+/// non-zero cpu and memory, host ports and per-container extended
+/// resources.
+fn pod_resources(spec: &k8s::PodSpec, status: &ResizeStatus) -> Result<PodResources, Invalid> {
     let mut host_ports = Vec::new();
     let (mut init_extended, mut app_extended) = (Vec::new(), Vec::new());
     let mut apps = Vec::with_capacity(spec.containers.len());
+    let mut app_limits = Vec::with_capacity(spec.containers.len());
     for (i, c) in spec.containers.iter().enumerate() {
         let (req, lim) = resources_of(c, &format!("spec.containers[{i}]"))?;
         app_extended.push(super::container_resources::extended(false, &req));
         host_ports.extend(host_ports_of(c));
-        apps.push((req, lim));
+        apps.push(SpecContainer {
+            name: c.name.clone(),
+            requests: req,
+            sidecar: false,
+        });
+        app_limits.push(lim);
     }
     let mut inits = Vec::new();
+    let mut init_limits = Vec::new();
     for (i, c) in spec.init_containers.iter().flatten().enumerate() {
         let (req, lim) = resources_of(c, &format!("spec.initContainers[{i}]"))?;
         init_extended.push(super::container_resources::extended(true, &req));
@@ -404,87 +434,97 @@ fn pod_resources(spec: &k8s::PodSpec) -> Result<PodResources, Invalid> {
         if sidecar {
             host_ports.extend(host_ports_of(c));
         }
-        inits.push((req, lim, sidecar));
+        inits.push(SpecContainer {
+            name: c.name.clone(),
+            requests: req,
+            sidecar,
+        });
+        init_limits.push((lim, sidecar));
     }
     let (pod_requests, pod_limits) = pod_level(spec)?;
-    let containers_of = |fill: &dyn Fn(&Resources) -> Resources| {
-        let apps = apps.iter().map(|(r, _)| fill(r));
-        let inits = inits.iter().map(|(r, _, s)| (fill(r), *s));
-        aggregate(apps, inits)
+    let overhead = spec
+        .overhead
+        .as_ref()
+        .map(|o| {
+            Resources::from_k8s(o)
+                .map_err(|(res, e)| (format!("spec.overhead.{res}"), e.to_string()))
+        })
+        .transpose()?;
+    let parts = SpecRequests {
+        apps: &apps,
+        inits: &inits,
+        pod_level: &pod_requests,
+        overhead: overhead.as_ref(),
     };
-    let requests_of = |fill: &dyn Fn(&Resources) -> Resources| {
-        let mut r = containers_of(fill);
-        r.apply_pod_level(&pod_requests);
-        r
+    // NodeResourcesFit's PreFilter: the spec alone.
+    let spec_requests = super::pod_requests::pod_requests(&parts, &Options::default());
+    // The cache's and BalancedAllocation's view (upstream
+    // `PodInfo.CalculateResource`): with the resize state.
+    let with_status = Options {
+        status: Some(status),
+        ..Options::default()
     };
-    let mut requests = requests_of(&|r| r.clone());
-    // Scoring's non-zero requests (upstream's `CalculateResource`):
-    // 100m cpu and 200Mi memory for each container that requests
-    // none, or, with pod-level requests, only for what neither level
-    // requests.
-    let defaults: Vec<(&str, i64)> = if pod_requests.iter().next().is_none() {
-        vec![
-            (CPU, DEFAULT_MILLI_CPU_REQUEST),
-            (MEMORY, DEFAULT_MEMORY_REQUEST),
-        ]
+    let requests = super::pod_requests::pod_requests(&parts, &with_status);
+    // Scoring's non-zero requests (upstream's `CalculateResource` and
+    // `getNonMissingContainerRequests`): 100m cpu and 200Mi memory for
+    // each container that requests none, or, with pod-level requests,
+    // only for what the pod does not request at all.
+    let defaults: Vec<(&'static str, i64)> = if pod_requests.iter().next().is_none() {
+        NON_ZERO_DEFAULTS.to_vec()
     } else {
-        [
-            (CPU, DEFAULT_MILLI_CPU_REQUEST),
-            (MEMORY, DEFAULT_MEMORY_REQUEST),
-        ]
-        .into_iter()
-        .filter(|(k, _)| !requests.has(k))
-        .collect()
+        NON_ZERO_DEFAULTS
+            .into_iter()
+            .filter(|(k, _)| !requests.has(k))
+            .collect()
     };
-    let non_zero = requests_of(&|r| {
-        let mut r = r.clone();
-        for (k, v) in &defaults {
-            if !r.has(k) {
-                r.set(k, *v);
-            }
-        }
-        r
-    });
-    let (mut non_zero_milli_cpu, mut non_zero_memory) = (non_zero.get(CPU), non_zero.get(MEMORY));
-    let containers = containers_of(&|r| {
-        let mut r = r.clone();
-        for (k, v) in [
-            (CPU, DEFAULT_MILLI_CPU_REQUEST),
-            (MEMORY, DEFAULT_MEMORY_REQUEST),
-        ] {
-            if !r.has(k) {
-                r.set(k, v);
-            }
-        }
-        r
-    });
-    let mut containers_non_zero = (containers.get(CPU), containers.get(MEMORY));
-    let mut limits = aggregate(
-        apps.iter().map(|(_, l)| l.clone()),
-        inits.iter().map(|(_, l, s)| (l.clone(), *s)),
+    let non_zero = if defaults.is_empty() {
+        requests.clone()
+    } else {
+        super::pod_requests::pod_requests(
+            &parts,
+            &Options {
+                non_missing: &defaults,
+                ..with_status
+            },
+        )
+    };
+    // NodeResourcesFit's scorer: the spec's containers alone, defaulted
+    // (kube-scheduler 1.37 builds it with no feature on).
+    let containers = super::pod_requests::pod_requests(
+        &parts,
+        &Options {
+            non_missing: &NON_ZERO_DEFAULTS,
+            skip_pod_level: true,
+            ..Options::default()
+        },
     );
+    let mut limits = aggregate(app_limits.into_iter(), init_limits.into_iter());
     limits.apply_pod_level(&pod_limits);
-    if let Some(overhead) = &spec.overhead {
-        let o = Resources::from_k8s(overhead)
-            .map_err(|(res, e)| (format!("spec.overhead.{res}"), e.to_string()))?;
-        requests.add(&o);
-        non_zero_milli_cpu += o.get(CPU);
-        non_zero_memory += o.get(MEMORY);
-        containers_non_zero.0 += o.get(CPU);
-        containers_non_zero.1 += o.get(MEMORY);
+    if let Some(o) = &overhead {
         if !limits.is_empty() {
-            limits.add(&o);
+            limits.add(o);
         }
     }
     Ok(PodResources {
         requests,
+        spec_requests,
         limits,
-        non_zero_milli_cpu,
-        non_zero_memory,
-        containers_non_zero,
+        non_zero_milli_cpu: non_zero.get(CPU),
+        non_zero_memory: non_zero.get(MEMORY),
+        containers_non_zero: (containers.get(CPU), containers.get(MEMORY)),
         host_ports,
         init_extended,
         app_extended,
+        // Init containers first, then the app containers, as upstream
+        // numbers them.
+        extended_containers: inits
+            .iter()
+            .map(|c| super::dra_extended::Container::new(&c.name, !c.sidecar, &c.requests))
+            .chain(
+                apps.iter()
+                    .map(|c| super::dra_extended::Container::new(&c.name, false, &c.requests)),
+            )
+            .collect(),
     })
 }
 

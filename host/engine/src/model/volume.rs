@@ -188,14 +188,17 @@ pub struct CsiNode {
     pub drivers: Vec<(String, Option<i64>)>,
 }
 
-/// A CSIDriver, for what VolumeBinding reads of it: whether the driver
-/// publishes CSIStorageCapacity objects that scheduling must respect
-/// (`spec.storageCapacity`).
+/// A CSIDriver, for what the volume plugins read of it: whether the
+/// driver publishes CSIStorageCapacity objects that scheduling must
+/// respect (`spec.storageCapacity`, VolumeBinding) and whether pods with
+/// its volumes must wait for a node whose CSINode lists it
+/// (`spec.preventPodSchedulingIfMissing`, NodeVolumeLimits).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CsiDriver {
     pub name: String,
     pub resource_version: u64,
     pub storage_capacity: bool,
+    pub prevent_pod_scheduling_if_missing: bool,
 }
 
 /// A CSIStorageCapacity: how much of a class's storage the nodes its
@@ -480,6 +483,10 @@ impl CsiDriver {
         Ok(Self {
             resource_version: version(&d.metadata),
             storage_capacity: d.spec.storage_capacity.unwrap_or(false),
+            prevent_pod_scheduling_if_missing: d
+                .spec
+                .prevent_pod_scheduling_if_missing
+                .unwrap_or(false),
             name,
         })
     }

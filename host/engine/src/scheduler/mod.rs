@@ -241,16 +241,21 @@ impl Scheduler {
             }
             Outcome::Unschedulable(fit) => {
                 cache.queue.add_unschedulable(pod.clone());
-                if let Some(n) = &nomination {
+                if let Some(mut n) = nomination {
                     // Upstream's `PrepareCandidate` minus the API calls
                     // (the sink's): the nomination is recorded,
                     // lower-priority nominations there end, and victims
-                    // held at Permit are rejected.
+                    // held at Permit are rejected (preempted in memory).
                     cache.nominate(&pod, &n.node, &n.displaced);
-                    for v in &n.victims {
-                        fw.waiting.reject(&v.uid, "preempted");
+                    n.in_memory = n
+                        .victims
+                        .iter()
+                        .filter(|v| fw.waiting.reject(&v.uid, "preempted"))
+                        .map(|v| v.uid.clone())
+                        .collect();
+                    if sink.preempt(&pod, &n, &profile) {
+                        cache.queue.hold_preempting(&pod.uid);
                     }
-                    sink.preempt(&pod, n, &profile);
                 }
                 sink.failed(Failure {
                     pod: pod.clone(),
@@ -366,6 +371,14 @@ impl Scheduler {
         fw.waiting.add(assumption, waits);
         sink.waiting(&assumed, &node, &message, &profile);
         None
+    }
+
+    /// The evictions of `uid`'s preemption, which [`Sink::preempt`] said
+    /// would go on after its cycle, are done (`failed`: some failed): the
+    /// pod may be attempted again (upstream: the async preemption
+    /// goroutine ends; on failure it `Activate`s the pod).
+    pub fn preemption_finished(&self, cache: &mut Cache, uid: &str, failed: bool, now_ms: u64) {
+        cache.queue.preemption_finished(uid, failed, now_ms);
     }
 
     /// The pod will not bind where it was assumed (its binding failed, its

@@ -89,9 +89,15 @@ pub trait Sink {
     fn waiting(&mut self, _pod: &Arc<Pod>, _node: &str, _message: &str, _profile: &str) {}
 
     /// PostFilter nominated `nomination.node` for `pod`: evict the
-    /// victims and record the nomination (`status.nominatedNodeName`).
-    /// The scheduler has already recorded it in its cache.
-    fn preempt(&mut self, _pod: &Arc<Pod>, _nomination: &Nomination, _profile: &str) {}
+    /// victims (those not in `nomination.in_memory`) and record the
+    /// nomination (`status.nominatedNodeName`). The scheduler has
+    /// already recorded it in its cache. Returns true when the evictions
+    /// go on after this returns (asynchronous preemption): the pod is
+    /// then not attempted again until the driver calls
+    /// [`super::Scheduler::preemption_finished`].
+    fn preempt(&mut self, _pod: &Arc<Pod>, _nomination: &Nomination, _profile: &str) -> bool {
+        false
+    }
 
     /// Whether to record the attempt of `pod` for `--explain`.
     fn explains(&self, _pod: &Pod) -> bool {
@@ -134,7 +140,8 @@ impl Sink for Collected {
         self.waiting.push((pod.clone(), node.to_string()));
     }
 
-    fn preempt(&mut self, pod: &Arc<Pod>, nomination: &Nomination, _profile: &str) {
+    fn preempt(&mut self, pod: &Arc<Pod>, nomination: &Nomination, _profile: &str) -> bool {
         self.preemptions.push((pod.clone(), nomination.clone()));
+        false
     }
 }

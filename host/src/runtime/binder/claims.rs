@@ -49,7 +49,15 @@ fn now() -> String {
 }
 
 impl Binder {
-    async fn claims_api(&self, namespace: &str) -> Api<DynamicObject> {
+    pub(super) async fn claims_api(&self, namespace: &str) -> Api<DynamicObject> {
+        self.claims_api_versioned(namespace).await.0
+    }
+
+    /// The claims API of `namespace` and the version it speaks.
+    pub(super) async fn claims_api_versioned(
+        &self,
+        namespace: &str,
+    ) -> (Api<DynamicObject>, &'static str) {
         if VERSION.get().is_none() {
             let served = match kube::discovery::group(&self.client, RESOURCE_CLAIM.group).await {
                 Ok(g) => {
@@ -65,8 +73,15 @@ impl Binder {
             };
             let _ = VERSION.set(served.to_string());
         }
-        let version = VERSION.get().map_or("v1", String::as_str);
-        Api::namespaced_with(self.client.clone(), namespace, &resource(version))
+        let version = match VERSION.get().map_or("v1", String::as_str) {
+            "v1beta1" => "v1beta1",
+            "v1beta2" => "v1beta2",
+            _ => "v1",
+        };
+        (
+            Api::namespaced_with(self.client.clone(), namespace, &resource(version)),
+            version,
+        )
     }
 
     /// Writes the claim's allocation and reservation.

@@ -20,8 +20,13 @@
 //!   DynamicResources pass every node;
 //! - every pod has priority 0: preemption (PostFilter) finds no victim.
 //!
-//! Bound pods fit their nodes (requests within allocatable), as a
-//! scheduler would have placed them.
+//! Bound pods fit their nodes (requests within allocatable, their resize
+//! state counted), as a scheduler would have placed them.
+//!
+//! Beside the spec, from a second random stream (so that a seed's nodes
+//! and pods stay what they were): some bound pods' in-place resize state
+//! ([`super::resize`]), some nodes' declared features and some pending
+//! pods that need one ([`super::features`]).
 
 use rand::rngs::StdRng;
 use rand::seq::IndexedRandom;
@@ -82,8 +87,10 @@ pub fn workloads() -> Vec<Value> {
 
 /// One generated cluster.
 pub struct Cluster {
+    /// Nodes; `status.declaredFeatures` is written after creation.
     pub nodes: Vec<Value>,
-    /// Pods created with `spec.nodeName` set.
+    /// Pods created with `spec.nodeName` set; a `status` (resize state)
+    /// is written after creation.
     pub bound: Vec<Value>,
     /// Pods for the schedulers, in creation order.
     pub pending: Vec<Value>,
@@ -97,7 +104,13 @@ pub fn cluster(seed: u64, nodes: usize, pending: usize) -> Cluster {
         rng: StdRng::seed_from_u64(seed),
         nodes: nodes as u32,
     };
-    let nodes: Vec<Value> = (0..nodes).map(|i| g.node(i)).collect();
+    let mut status_rng = StdRng::seed_from_u64(seed ^ 0x005e_ed0f_5ae5);
+    let mut nodes: Vec<Value> = (0..nodes).map(|i| g.node(i)).collect();
+    for n in &mut nodes {
+        if let Some(f) = super::features::declared(&mut status_rng) {
+            n["status"]["declaredFeatures"] = f;
+        }
+    }
     let mut bound = Vec::new();
     for (i, n) in nodes.iter().enumerate() {
         // Bound pods fit their node, as a scheduler would have placed them:
@@ -114,17 +127,25 @@ pub fn cluster(seed: u64, nodes: usize, pending: usize) -> Cluster {
         let mut used = [0; 3];
         for j in 0..g.rng.random_range(0..=2) {
             let mut p = g.bound_pod(&format!("b{i:02}-{j}"));
-            let takes = usage(&p);
+            let status = super::resize::status(&mut status_rng, &p);
+            let takes = super::resize::usage_with(&p, status.as_ref());
             if j + 1 > max_pods || (0..3).any(|k| used[k] + takes[k] > capacity[k]) {
                 continue;
             }
             (0..3).for_each(|k| used[k] += takes[k]);
             p["spec"]["nodeName"] = n["metadata"]["name"].clone();
+            if let Some(status) = status {
+                p["status"] = status;
+            }
             bound.push(p);
         }
     }
     let pending = (0..pending)
-        .map(|i| g.pending_pod(&format!("p{i:03}")))
+        .map(|i| {
+            let mut p = g.pending_pod(&format!("p{i:03}"));
+            super::features::maybe_need(&mut status_rng, &mut p);
+            p
+        })
         .collect();
     Cluster {
         nodes,
@@ -138,7 +159,7 @@ pub fn cluster(seed: u64, nodes: usize, pending: usize) -> Cluster {
 /// copies it): the pod-level requests where set, else the containers' and
 /// sidecars' sum, at least any init container's plus the sidecars (an
 /// upper bound of upstream's `PodRequests`).
-fn usage(pod: &Value) -> [i64; 3] {
+pub fn usage(pod: &Value) -> [i64; 3] {
     let one = |r: &Value| {
         let get = |name: &str| r["requests"].get(name).or(r["limits"].get(name));
         [
@@ -611,10 +632,10 @@ fn quantity(v: &Value) -> f64 {
     s.parse::<f64>().expect("a quantity")
 }
 
-fn milli_cpu(v: &Value) -> i64 {
+pub fn milli_cpu(v: &Value) -> i64 {
     (quantity(v) * 1000.0).ceil() as i64
 }
 
-fn bytes(v: &Value) -> i64 {
+pub fn bytes(v: &Value) -> i64 {
     quantity(v).ceil() as i64
 }

@@ -22,7 +22,9 @@
 //! (`WASMSCHED_DIFFTEST_KUBE_V=10` makes kube-scheduler log every plugin's
 //! scores).
 
+mod features;
 mod generate;
+mod resize;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -182,9 +184,21 @@ async fn run_seed(
             .create(&PostParams::default(), &node)
             .await
             .unwrap();
+        if let Some(f) = n["status"].get("declaredFeatures") {
+            // As a kubelet declares them: through the status subresource.
+            let patch = json!({"status": {"declaredFeatures": f}});
+            let name = n["metadata"]["name"].as_str().unwrap();
+            node_api
+                .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .unwrap_or_else(|e| panic!("node {name}: writing declaredFeatures: {e}"));
+        }
     }
     for p in &cluster.bound {
         create(client, p).await;
+        if let Some(status) = p.get("status") {
+            write_status(client, p, status).await;
+        }
     }
     // Started on the complete cluster: its informers sync nodes and pods
     // before it schedules.
@@ -258,9 +272,24 @@ fn plain<T: serde::Serialize>(o: &T) -> Value {
 
 async fn create(client: &Client, p: &Value) -> Value {
     let ns = p["metadata"]["namespace"].as_str().unwrap();
-    let pod: Pod = serde_json::from_value(p.clone()).unwrap();
+    let mut p = p.clone();
+    // A status is written afterwards ([`write_status`]).
+    p.as_object_mut().unwrap().remove("status");
+    let pod: Pod = serde_json::from_value(p).unwrap();
     let api: Api<Pod> = Api::namespaced(client.clone(), ns);
     plain(&api.create(&PostParams::default(), &pod).await.unwrap())
+}
+
+/// Writes a bound pod's resize state through its status subresource, as
+/// its kubelet would.
+async fn write_status(client: &Client, p: &Value, status: &Value) {
+    let ns = p["metadata"]["namespace"].as_str().unwrap();
+    let name = p["metadata"]["name"].as_str().unwrap();
+    let api: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let patch = json!({"status": status});
+    api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap_or_else(|e| panic!("pod {ns}/{name}: writing its resize state {status}: {e}"));
 }
 
 async fn delete(client: &Client, ns: &str, name: &str) {

@@ -209,5 +209,5 @@ async fn volume_scheduling_matches_kube_scheduler() {
     cluster::reset_volumes(&client, scenarios::NS).await;
     assert!(differences.is_empty(), "{}", differences.join("\n"));
     // One pod per scenario cannot fit (two in the missing-class one).
-    assert_eq!(unschedulable, 8, "unschedulable pods under kube-scheduler");
+    assert_eq!(unschedulable, 9, "unschedulable pods under kube-scheduler");
 }

@@ -202,6 +202,35 @@ fn attach_limits() -> Scenario {
     }
 }
 
+/// A CSI driver that must be installed on the node (VolumeLimitScaling,
+/// beta and on in 1.37: `preventPodSchedulingIfMissing`): only n0's
+/// CSINode lists it, so the claims' pods go there; one held to n1 by its
+/// node selector is unschedulable, with upstream's reason for n1.
+fn driver_on_node() -> Scenario {
+    let mut objects = vec![
+        json!({"apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver",
+               "metadata": {"name": PROVISIONER},
+               "spec": {"preventPodSchedulingIfMissing": true}}),
+        class("on-node", PROVISIONER, "WaitForFirstConsumer"),
+        csi_node("n0", 5),
+    ];
+    let mut pods = Vec::new();
+    for i in 0..3 {
+        objects.push(claim(&format!("vol-{i}"), "on-node", "1Gi"));
+        pods.push(pod(&format!("p{i}"), &[&format!("vol-{i}")], "100m"));
+    }
+    pods[2]["spec"]["nodeSelector"] = json!({HOST: "n1"});
+    Scenario {
+        name: "a CSI driver required on the node",
+        nodes: (0..2).map(|i| node(&format!("n{i}"), "a", "4")).collect(),
+        objects,
+        bound_first: vec![],
+        pods,
+        together: false,
+        same_nodes: true,
+    }
+}
+
 /// A CSI driver that publishes storage capacity: 5Gi reachable from zone a,
 /// 1Gi from zone b (and 100Gi for another class there). The claims are
 /// provisioned only where their size fits; the 20Gi one fits nowhere.
@@ -269,6 +298,7 @@ pub fn all() -> Vec<Scenario> {
         zonal(),
         missing(),
         attach_limits(),
+        driver_on_node(),
         stateful_set(),
         storage_capacity(),
     ]

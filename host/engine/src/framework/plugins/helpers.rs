@@ -51,6 +51,13 @@ pub fn allocatable_and_requested(
     use_requested: bool,
 ) -> (i64, i64) {
     let alloc = &node.node.allocatable;
+    // BalancedAllocation reads the pod's requests with its resize state;
+    // NodeResourcesFit's scorer (built with no feature on) the spec's.
+    let requests = if use_requested {
+        &pod.requests
+    } else {
+        &pod.spec_requests
+    };
     match resource {
         CPU => {
             let (on_node, by_pod) = if use_requested {
@@ -72,13 +79,13 @@ pub fn allocatable_and_requested(
             alloc.get(EPHEMERAL_STORAGE),
             node.requested
                 .get(EPHEMERAL_STORAGE)
-                .saturating_add(pod.requests.get(EPHEMERAL_STORAGE)),
+                .saturating_add(requests.get(EPHEMERAL_STORAGE)),
         ),
         name if is_scalar_resource(name) => {
             // An extended resource the pod does not ask for is left out of
             // the score entirely, so that nodes with GPUs are not penalised
             // for pods that do not need them.
-            let by_pod = pod.requests.get(name);
+            let by_pod = requests.get(name);
             if by_pod == 0 {
                 return (0, 0);
             }

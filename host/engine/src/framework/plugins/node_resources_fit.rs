@@ -304,11 +304,16 @@ fn string_set(v: Option<&Value>, path: &str) -> Result<BTreeSet<String>, String>
 #[derive(Debug, Clone, Default)]
 pub struct NodeResourcesFit {
     args: FitArgs,
+    /// Extended resources DeviceClasses serve (DRAExtendedResource).
+    dra: super::dynamic_resources::extended::Resolver,
 }
 
 impl NodeResourcesFit {
     pub fn new(args: FitArgs) -> Self {
-        Self { args }
+        Self {
+            args,
+            dra: Default::default(),
+        }
     }
 
     /// Builds the plugin from `pluginConfig[].args` (see [`FitArgs::parse`]).
@@ -332,7 +337,9 @@ impl NodeResourcesFit {
     /// (cpu, memory, ephemeral-storage, then scalar resources by name),
     /// each with its rejection reason. Read once per Filter batch.
     fn wanted<'p>(&self, pod: &'p Pod) -> Vec<Wanted<'p>> {
-        let req = &pod.requests;
+        // Upstream `computePodResourceRequest`: the spec alone ("pod
+        // hasn't scheduled yet"), no resize state.
+        let req = &pod.spec_requests;
         let mut out = Vec::new();
         for (r, reason) in [
             (CPU, "Insufficient cpu"),
@@ -345,6 +352,7 @@ impl NodeResourcesFit {
                     resource: r,
                     amount,
                     reason: Cow::Borrowed(reason),
+                    dra: false,
                 });
             }
         }
@@ -358,6 +366,7 @@ impl NodeResourcesFit {
                 resource: r,
                 amount,
                 reason: Cow::Owned(format!("Insufficient {r}")),
+                dra: self.dra.backed(r),
             });
         }
         out
@@ -376,6 +385,9 @@ struct Wanted<'p> {
     resource: &'p str,
     amount: i64,
     reason: Cow<'static, str>,
+    /// A DeviceClass serves it: on a node that does not advertise it,
+    /// DynamicResources checks it (upstream's `shouldDelegateResourceToDRA`).
+    dra: bool,
 }
 
 /// Whether the node can take one more pod.
@@ -385,6 +397,9 @@ fn room_for_a_pod(node: &NodeInfo) -> bool {
 }
 
 fn lacks(w: &Wanted<'_>, node: &NodeInfo) -> bool {
+    if w.dra && node.node.allocatable.get(w.resource) <= 0 {
+        return false;
+    }
     let free = node
         .node
         .allocatable
@@ -530,10 +545,14 @@ impl NodeResourcesFit {
 /// The registry's factory.
 pub fn new(
     args: Option<&Value>,
-    _handle: &crate::framework::handle::Handle,
+    handle: &crate::framework::handle::Handle,
 ) -> Result<crate::framework::PluginBundle, String> {
     let fit = FitArgs::parse(args).map_err(|e| format!("{NAME} args: {e}"))?;
-    let p = Arc::new(NodeResourcesFit::new(fit));
+    let mut fit = NodeResourcesFit::new(fit);
+    fit.dra = super::dynamic_resources::extended::Resolver::new(
+        handle.shared::<super::dynamic_resources::Store>(),
+    );
+    let p = Arc::new(fit);
     Ok(crate::framework::PluginBundle::new(p.clone())
         .with_filter(&p)
         .with_score(&p))
@@ -589,6 +608,55 @@ mod tests {
             unresolvable: true,
             error: false,
         })
+    }
+
+    /// A pod bound to n1 whose spec asks 1 cpu while the kubelet still
+    /// holds 3 (a downsize not yet actuated).
+    fn resizing(name: &str) -> Pod {
+        P::new(name)
+            .req(&[("cpu", "1"), ("memory", "1Gi")])
+            .status(json!({"containerStatuses": [{
+                "name": "c0", "image": "x", "imageID": "", "ready": true, "restartCount": 0,
+                "allocatedResources": {"cpu": "3", "memory": "1Gi"},
+                "resources": {"requests": {"cpu": "3", "memory": "1Gi"}}}]}))
+            .build()
+    }
+
+    // Upstream: the cache counts a bound pod by `PodRequests` with its
+    // resize state (types.go CalculateResource), Fit's PreFilter the
+    // incoming pod's spec (`computePodResourceRequest`).
+    #[test]
+    fn a_bound_pod_counts_its_resize_state_and_the_incoming_pod_its_spec() {
+        let snap = cluster(
+            vec![N::new("n1")
+                .alloc(&[("cpu", "4"), ("memory", "8Gi")])
+                .build()],
+            vec![("n1", resizing("holder"))],
+        );
+        assert_eq!(snap.by_name("n1").unwrap().requested.get(CPU), 3000);
+        let two = P::new("p").req(&[("cpu", "2")]).build();
+        assert_eq!(
+            filter_all(&fit(), &two, &snap).remove("n1").unwrap(),
+            reasons(&["Insufficient cpu"])
+        );
+        // The same holder as an incoming pod asks its spec's 1 cpu.
+        let holder = resizing("again");
+        assert_eq!(
+            filter_all(&fit(), &holder, &snap).remove("n1").unwrap(),
+            ok()
+        );
+        // LeastAllocated: (4000 - 3000 - 1000) * 100 / 4000 = 0 for cpu,
+        // memory (8Gi - 2Gi) / 8Gi = 75: (0 + 75) / 2 = 37.
+        assert_eq!(score_all(&fit(), &holder, &snap)["n1"], 37);
+        // BalancedAllocation sees the node's 3 cpu held.
+        let s = score_all(
+            &super::super::BalancedAllocation::default(),
+            &P::new("q").req(&[("cpu", "1"), ("memory", "1Gi")]).build(),
+            &snap,
+        );
+        // with: cpu 4000/4000 = 1, memory 2/8 = 0.25: std 0.375 -> 62;
+        // without: 0.75 and 0.125: std 0.3125 -> 68; 50 + (50 + 62 - 68) / 2.
+        assert_eq!(s["n1"], 72);
     }
 
     #[test]
@@ -667,6 +735,56 @@ mod tests {
         assert_eq!(
             check(NODE_10_20, used, pod),
             reasons(&["Insufficient cpu", "Insufficient memory"])
+        );
+    }
+
+    /// DRAExtendedResource (upstream's `shouldDelegateResourceToDRA`): a
+    /// resource a DeviceClass serves is left to DynamicResources on nodes
+    /// that do not advertise it, and counted where they do (the device
+    /// plugin wins).
+    #[test]
+    fn extended_resources_served_by_dra_are_skipped_where_not_advertised() {
+        use crate::framework::plugins::dynamic_resources::{extended::Resolver, store, Store};
+        let dra = Arc::new(Store::default());
+        let class = json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+            "metadata": {"name": "fpga"}, "spec": {"extendedResourceName": "example.com/fpga"}});
+        dra.apply(&store::DEVICE_CLASS, "v1", &class, "fpga");
+        let mut plugin = fit();
+        plugin.dra = Resolver::new(dra);
+        let base = [("cpu", "4"), ("memory", "8Gi"), ("pods", "110")];
+        let fpga = |r: &'static str| P::new("p").req(&[(r, "2")]);
+        assert_eq!(
+            check_with(&plugin, &base, &[], fpga("example.com/fpga")),
+            ok()
+        );
+        assert_eq!(
+            check_with(
+                &plugin,
+                &base,
+                &[],
+                fpga("deviceclass.resource.kubernetes.io/fpga")
+            ),
+            ok()
+        );
+        // Advertised: counted as the device plugin's.
+        let advertised = [
+            ("cpu", "4"),
+            ("memory", "8Gi"),
+            ("pods", "110"),
+            ("example.com/fpga", "1"),
+        ];
+        assert_eq!(
+            check_with(&plugin, &advertised, &[], fpga("example.com/fpga")),
+            beyond_allocatable(&["Insufficient example.com/fpga"])
+        );
+        // No class serves it: a node resource as before.
+        assert_eq!(
+            check_with(&plugin, &base, &[], fpga("example.com/other")),
+            beyond_allocatable(&["Insufficient example.com/other"])
+        );
+        assert_eq!(
+            check(&base, &[], fpga("example.com/fpga")),
+            beyond_allocatable(&["Insufficient example.com/fpga"])
         );
     }
 

@@ -111,6 +111,12 @@ impl P {
         self.spec("priority", json!(p))
     }
 
+    /// Sets `status` (a resize state, say).
+    pub fn status(mut self, status: Value) -> Self {
+        self.0["status"] = status;
+        self
+    }
+
     pub fn build(mut self) -> Pod {
         if self.0["spec"]["containers"]
             .as_array()
@@ -161,6 +167,12 @@ impl N {
 
     pub fn annotations(mut self, pairs: &[(&str, &str)]) -> Self {
         self.0["metadata"]["annotations"] = kv(pairs);
+        self
+    }
+
+    /// Sets `status.<field>`.
+    pub fn status_field(mut self, field: &str, v: Value) -> Self {
+        self.0["status"][field] = v;
         self
     }
 

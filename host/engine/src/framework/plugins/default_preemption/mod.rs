@@ -249,6 +249,7 @@ fn nominate(ctx: &CycleContext, best: Ranked) -> Nomination {
             .map(|(p, _)| p)
             .collect(),
         displaced,
+        in_memory: Vec::new(),
     }
 }
 

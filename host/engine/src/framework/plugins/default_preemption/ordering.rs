@@ -14,8 +14,8 @@ use super::candidates::Found;
 pub struct Ranked {
     pub found: Found,
     pub violations: u32,
-    /// The first victim's priority: upstream takes `Pods[0]` as the
-    /// highest, although budget-violating victims come first.
+    /// The first victim's priority, the highest (upstream takes
+    /// `Pods[0]`; the victims are sorted by importance).
     pub highest: i32,
     /// Each priority plus 2^31, so that negative priorities add up right.
     pub priority_sum: i64,

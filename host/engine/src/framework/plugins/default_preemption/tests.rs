@@ -58,6 +58,8 @@ struct Scene {
 #[derive(Default)]
 struct Out {
     c: Collected,
+    /// What `preempt` answers: the evictions go on after the cycle.
+    hold: bool,
     explain: bool,
     explanation: Option<Explanation>,
 }
@@ -69,8 +71,9 @@ impl Sink for Out {
     fn failed(&mut self, f: Failure) {
         self.c.failed(f);
     }
-    fn preempt(&mut self, pod: &Arc<Pod>, n: &Nomination, profile: &str) {
+    fn preempt(&mut self, pod: &Arc<Pod>, n: &Nomination, profile: &str) -> bool {
         self.c.preempt(pod, n, profile);
+        self.hold
     }
     fn explains(&self, _pod: &Pod) -> bool {
         self.explain
@@ -146,6 +149,69 @@ fn cpu(name: &str, priority: i32, cpu: &str) -> P {
     P::new(name).priority(priority).req(&[("cpu", cpu)])
 }
 
+/// Asynchronous preemption (SchedulerAsyncPreemption): while the driver
+/// carries out the evictions, no event brings the preemptor back (it
+/// would preempt again, maybe elsewhere); once they are done it is
+/// retried after its backoff, or at once when an eviction failed.
+#[test]
+fn a_pod_whose_preemption_is_running_is_not_retried_until_it_finishes() {
+    for failed in [false, true] {
+        let mut s = Scene::new(
+            json!({}),
+            vec![N::new("n1").build()],
+            vec![bound("n1", cpu("low", 1, "3").build())],
+        );
+        s.cache
+            .pod_applied(cpu("hi", 10, "2").build(), false, |_| true, 0);
+        let mut out = Out {
+            hold: true,
+            ..Out::default()
+        };
+        assert!(s.scheduler.schedule_one(&mut s.cache, 0, &mut out));
+        assert_eq!(out.c.preemptions.len(), 1);
+        let uid = out.c.preemptions[0].0.uid.clone();
+        assert!(s.cache.queue.is_preempting(&uid));
+        // A node where it would fit appears: the pool is flushed, but the
+        // preemptor stays held, however long we wait.
+        s.cache.node_applied(N::new("n2").build(), 1);
+        let mut idle = Out::default();
+        assert!(!s.scheduler.schedule_one(&mut s.cache, 60_000, &mut idle));
+        assert!(idle.c.binds.is_empty() && idle.c.failures.is_empty());
+        s.scheduler
+            .preemption_finished(&mut s.cache, &uid, failed, 60_000);
+        assert!(!s.cache.queue.is_preempting(&uid));
+        // After a failure it comes back at once; else after its backoff.
+        let mut next = Out::default();
+        let attempted = s.scheduler.schedule_one(&mut s.cache, 60_000, &mut next);
+        assert_eq!(attempted, failed, "failed={failed}");
+        if !failed {
+            assert!(s
+                .scheduler
+                .schedule_one(&mut s.cache, 60_000 + 10_000, &mut next));
+        }
+        assert_eq!(next.c.binds.len(), 1, "failed={failed}");
+        assert_eq!(next.c.binds[0].node(), "n2");
+    }
+}
+
+/// Without asynchronous preemption (the sink answers false) nothing is
+/// held: the next event retries the preemptor as before.
+#[test]
+fn a_synchronous_preemption_holds_nothing() {
+    let mut s = Scene::new(
+        json!({}),
+        vec![N::new("n1").build()],
+        vec![bound("n1", cpu("low", 1, "3").build())],
+    );
+    let n = s.preempt(cpu("hi", 10, "2").build()).unwrap();
+    assert_eq!(victims(&n), ["low"]);
+    assert!(n.in_memory.is_empty());
+    s.cache.node_applied(N::new("n2").build(), 1);
+    let mut out = Out::default();
+    assert!(s.scheduler.schedule_one(&mut s.cache, 60_000, &mut out));
+    assert_eq!(out.c.binds[0].node(), "n2");
+}
+
 #[test]
 fn the_node_with_the_least_important_victims_wins() {
     let mut s = Scene::new(
@@ -218,6 +284,30 @@ fn budgets_steer_victims_and_nodes() {
     let mut s = Scene::new(json!({}), nodes(), placed());
     s.cache.snapshot.budgets = Budgets::default();
     assert!(s.preempt(cpu("hi", 10, "2").build()).is_none());
+}
+
+/// 1.37 (since 1.29) sorts the victims by importance after the reprieve,
+/// so the rule "lowest highest-victim priority" compares the true
+/// highest: n1's victims are db-1 (priority 1, violating its budget) and
+/// x (5); n2's db-2 (3, violating) and y (2). Both violate once; n2's
+/// highest (3) is below n1's (5). 1.20 took the first victim, the
+/// violating one, as the highest (1 on n1) and chose n1.
+#[test]
+fn the_highest_victim_is_the_most_important_after_the_reprieve() {
+    let db = |name: &str, prio: i32| cpu(name, prio, "2").labels(&[("app", "db")]).build();
+    let mut s = Scene::new(
+        json!({}),
+        vec![N::new("n1").build(), N::new("n2").build()],
+        vec![
+            bound("n1", db("db-1", 1)),
+            bound("n1", cpu("x", 5, "2").build()),
+            bound("n2", db("db-2", 3)),
+            bound("n2", cpu("y", 2, "2").build()),
+        ],
+    );
+    s.cache.snapshot.budgets = Budgets::complete(vec![budget(0)]);
+    let n = s.preempt(cpu("hi", 10, "4").build()).unwrap();
+    assert_eq!((n.node.as_str(), victims(&n)), ("n2", vec!["db-2", "y"]));
 }
 
 #[test]

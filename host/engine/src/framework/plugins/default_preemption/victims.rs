@@ -19,8 +19,9 @@ use super::budgets::split_by_budget;
 /// The victims chosen on a node.
 #[derive(Debug, Clone)]
 pub struct Selection {
-    /// Upstream's order: the budget-violating victims, then the others,
-    /// each group most important first.
+    /// Upstream's order: most important first (the budget-violating
+    /// victims first when only one kind was to reprieve, which is the
+    /// same order).
     pub victims: Vec<(Arc<Pod>, bool)>,
     /// How many victims violate a budget.
     pub violations: u32,
@@ -99,6 +100,9 @@ pub fn select(
     w.fits()?;
     potential.sort_by_key(|p| importance(p));
     let (violating, fine) = split_by_budget(&potential, budgets);
+    // Upstream (since 1.29): with both kinds, the victims are sorted by
+    // importance again after the reprieve, so the first is the highest.
+    let both = !violating.is_empty() && !fine.is_empty();
     let mut out = Selection {
         victims: Vec::new(),
         violations: 0,
@@ -112,6 +116,9 @@ pub fn select(
                 out.victims.push((p, violates));
             }
         }
+    }
+    if both {
+        out.victims.sort_by_key(|(p, _)| importance(p));
     }
     Ok(out)
 }

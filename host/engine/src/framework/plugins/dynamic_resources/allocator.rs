@@ -20,6 +20,7 @@ use parking_lot::Mutex;
 
 use serde_json::{json, Value};
 
+use super::capacity::{self, Consumed, SharedUse};
 use super::cel::{self, Compiled, DeviceVal};
 use crate::framework::{DeviceSet, RankDevice, RankInput};
 use crate::model::dra::{
@@ -272,6 +273,9 @@ pub struct Inputs {
     pub in_use: InUse,
     /// The generation of each pool's devices in `in_use`.
     pub generations: PoolGens,
+    /// Devices that allow multiple allocations, with the capacity their
+    /// shares (allocated or in flight) consume.
+    pub shares: SharedUse,
     pub cel: Arc<cel::Cache>,
     /// Counters used by the devices in use, by (driver, pool), counter
     /// set and counter.
@@ -334,9 +338,44 @@ impl Inputs {
             index,
             in_use,
             generations,
+            shares: SharedUse::default(),
             cel,
             consumed,
         }
+    }
+
+    /// Whether a claim holds the device, whole or (one that allows
+    /// multiple allocations) by a share: what device rankers see as
+    /// allocated.
+    pub fn held(&self, id: &str) -> bool {
+        self.in_use.contains(id) || self.shares.contains_key(id)
+    }
+
+    /// With the shares of devices that allow multiple allocations: their
+    /// capacity, and their counters (once per device, however many
+    /// shares).
+    pub fn with_shared(mut self, shared: SharedUse) -> Self {
+        for &i in &self.index.consuming {
+            let sd = &self.index.slices[i];
+            let s = &sd.slice;
+            for (d, (id, _)) in s.devices.iter().zip(&sd.ranked) {
+                if d.consumes.is_empty() || self.in_use.contains(id) || !shared.contains_key(id) {
+                    continue;
+                }
+                let sets = self
+                    .consumed
+                    .entry((s.driver.clone(), s.pool.clone()))
+                    .or_default();
+                for (set, counters) in &d.consumes {
+                    let c = sets.entry(set.clone()).or_default();
+                    for (k, v) in counters {
+                        *c.entry(k.clone()).or_default() += v;
+                    }
+                }
+            }
+        }
+        self.shares = shared;
+        self
     }
 }
 
@@ -354,6 +393,9 @@ pub struct ClaimResult {
     pub devices: Vec<DeviceId>,
     /// The request (or subrequest) each device serves.
     pub requests: Vec<String>,
+    /// The devices of `devices` that allow multiple allocations, with the
+    /// capacity this claim consumes of each (not held whole).
+    pub shares: Vec<(DeviceId, Consumed)>,
     /// Score: `8 - i` for each prioritized-list request satisfied by its
     /// `i`-th subrequest.
     pub score: i64,
@@ -519,6 +561,17 @@ fn gather_pools(inputs: &Inputs, node: &Node) -> Vec<Pool> {
             counters,
         });
     }
+    // Pools with binding conditions come last (upstream's
+    // `GatherPools`): a device that binds at once is preferred.
+    out.sort_by_key(|p| {
+        p.slices.iter().any(|&i| {
+            inputs.slices[i]
+                .slice
+                .devices
+                .iter()
+                .any(|d| !d.binding_conditions.is_empty())
+        })
+    });
     out
 }
 
@@ -571,6 +624,9 @@ struct Search<'a> {
     allocating: HashSet<Loc>,
     /// Counters this attempt's devices consume, by pool and set.
     consuming: HashMap<(usize, String), HashMap<String, Nanos>>,
+    /// Shares of devices that allow multiple allocations taken in this
+    /// attempt: how many, and the capacity they consume.
+    sharing: HashMap<Loc, (u32, Consumed)>,
     results: Vec<Vec<Chosen<'a>>>,
     /// The subrequest chosen per claim and request.
     chosen_alt: Vec<Vec<Option<usize>>>,
@@ -723,13 +779,36 @@ impl<'a> Search<'a> {
         let admin = alt.exact.admin_access;
         let d = self.device(loc);
         if admin {
-            if self.results[c].iter().any(|x| x.loc == loc) {
+            if !d.allow_multiple && self.results[c].iter().any(|x| x.loc == loc) {
                 return Ok(false);
             }
         } else if self.in_use(loc) {
             return Ok(false);
         }
-        if !d.consumes.is_empty() && !self.counters_fit(loc) {
+        // Consumable capacity: what the request consumes must fit beside
+        // the device's other shares, within its request policy.
+        let current = self.inputs.shares.get(self.id(loc));
+        let fits = capacity::fits(
+            current.map(|s| &s.consumed),
+            self.sharing.get(&loc).map(|(_, c)| c),
+            &alt.exact.capacity,
+            &d.capacities,
+        )
+        .map_err(|e| {
+            AllocError(format!(
+                "claim {}, request {}: checking capacity for device {}: {e}",
+                self.claims[c].claim.key(),
+                alt.exact.name,
+                self.id(loc)
+            ))
+        })?;
+        if !fits {
+            return Ok(false);
+        }
+        // A shared device already in use has its counters accounted for.
+        let shared_in_use =
+            d.allow_multiple && (current.is_some() || self.sharing.contains_key(&loc));
+        if !d.consumes.is_empty() && !shared_in_use && !self.counters_fit(loc) {
             return Ok(false);
         }
         let tolerated = |t: &crate::model::dra::Taint| {
@@ -778,13 +857,23 @@ impl<'a> Search<'a> {
                 added.push(k);
             }
         }
-        if !admin {
+        if !admin && !d.allow_multiple {
             self.allocating.insert(loc);
         }
-        for (set, counters) in &d.consumes {
-            let used = self.consuming.entry((loc.pool, set.clone())).or_default();
-            for (k, v) in counters {
-                *used.entry(k.clone()).or_default() += v;
+        if !shared_in_use {
+            for (set, counters) in &d.consumes {
+                let used = self.consuming.entry((loc.pool, set.clone())).or_default();
+                for (k, v) in counters {
+                    *used.entry(k.clone()).or_default() += v;
+                }
+            }
+        }
+        if d.allow_multiple {
+            let consumed = capacity::consumed_map(&exact.capacity, &d.capacities);
+            let entry = self.sharing.entry(loc).or_default();
+            entry.0 += 1;
+            for (k, v) in consumed {
+                *entry.1.entry(k).or_default() += v;
             }
         }
         self.results[c].push(Chosen {
@@ -809,10 +898,30 @@ impl<'a> Search<'a> {
                 self.constraint_values[c][k].pop();
             }
         }
-        if !chosen.admin {
+        if !chosen.admin && !d.allow_multiple {
             self.allocating.remove(&chosen.loc);
         }
-        for (set, counters) in &d.consumes {
+        // The last share of a shared device taken in this attempt gives
+        // back its counters (undone in the reverse order of taking).
+        let mut counters_held = true;
+        if d.allow_multiple {
+            let exact = self.claims[c].requests[r].alts[chosen.a as usize].exact;
+            let consumed = capacity::consumed_map(&exact.capacity, &d.capacities);
+            if let Some(entry) = self.sharing.get_mut(&chosen.loc) {
+                entry.0 -= 1;
+                for (k, v) in consumed {
+                    if let Some(x) = entry.1.get_mut(&k) {
+                        *x -= v;
+                    }
+                }
+                if entry.0 == 0 {
+                    self.sharing.remove(&chosen.loc);
+                }
+            }
+            counters_held = !self.sharing.contains_key(&chosen.loc)
+                && !self.inputs.shares.contains_key(self.id(chosen.loc));
+        }
+        for (set, counters) in d.consumes.iter().filter(|_| counters_held) {
             if let Some(used) = self.consuming.get_mut(&(chosen.loc.pool, set.clone())) {
                 for (k, v) in counters {
                     if let Some(x) = used.get_mut(k) {
@@ -943,7 +1052,8 @@ impl<'a> Search<'a> {
         for loc in self.locations(start) {
             let admin = self.claims[c].requests[r].alts[a].exact.admin_access;
             if admin {
-                if self.results[c].iter().any(|x| x.loc == loc) {
+                if !self.device(loc).allow_multiple && self.results[c].iter().any(|x| x.loc == loc)
+                {
                     continue;
                 }
             } else if self.in_use(loc) {
@@ -1016,6 +1126,7 @@ pub fn allocate_ranked(
         claims: Vec::new(),
         allocating: HashSet::new(),
         consuming: HashMap::new(),
+        sharing: HashMap::new(),
         results: vec![Vec::new(); claims.len()],
         chosen_alt: claims
             .iter()
@@ -1255,7 +1366,7 @@ fn rank_input<'a>(
             for (id, d) in &inputs.slices[i].ranked {
                 devices.push(d);
                 if known.is_none() {
-                    allocated.push(inputs.in_use.contains(id));
+                    allocated.push(inputs.held(id));
                 }
                 ids.push(id);
             }
@@ -1264,7 +1375,7 @@ fn rank_input<'a>(
     if let Some(known) = known.filter(|k| k.len() == devices.len()) {
         allocated = known;
     } else if allocated.len() != devices.len() {
-        allocated = ids.iter().map(|id| inputs.in_use.contains(*id)).collect();
+        allocated = ids.iter().map(|id| inputs.held(id)).collect();
     }
     let mut requests: Vec<String> = Vec::new();
     // (claim, request) of each of `requests` (a few: searched in order).
@@ -1350,13 +1461,6 @@ fn prepare<'a>(
     for r in &claim.requests {
         let mut alts = Vec::new();
         for e in &r.alternatives {
-            if e.capacity_requests {
-                return Err(AllocError(format!(
-                    "claim {}, request {}: capacity requests (consumable capacity) are not supported by this scheduler",
-                    key(),
-                    e.name
-                )));
-            }
             let class = search.inputs.classes.get(&e.class).ok_or_else(|| {
                 AllocError(format!(
                     "claim {}, request {}: could not retrieve device class {}: deviceclass.resource.k8s.io \"{}\" not found",
@@ -1428,7 +1532,22 @@ fn all_devices(search: &mut Search, c: usize, r: usize, a: usize) -> Result<Vec<
                     slice: s,
                     device: d,
                 };
-                if search.selectable(loc, c, r, a)? {
+                if !search.selectable(loc, c, r, a)? {
+                    continue;
+                }
+                // Static capacity only: what others consume is checked
+                // when the device is taken, so such a device makes the
+                // request fail rather than be left out.
+                let d = search.device(loc);
+                let exact = search.claims[c].requests[r].alts[a].exact;
+                let fits =
+                    capacity::fits(None, None, &exact.capacity, &d.capacities).map_err(|e| {
+                        AllocError(format!(
+                            "claim {key}, request {name}: checking capacity for device {}: {e}",
+                            d.name
+                        ))
+                    })?;
+                if fits {
                     out.push(loc);
                 }
             }
@@ -1444,19 +1563,35 @@ fn result(search: &Search, ci: usize, allocation: bool) -> ClaimResult {
     let mut results = Vec::new();
     let mut devices = Vec::new();
     let mut requests = Vec::new();
+    let mut shares = Vec::new();
     for ch in &search.results[ci] {
         let sd = search.slice(ch.loc);
         let d = &sd.slice.devices[ch.loc.device];
-        devices.push(sd.ranked[ch.loc.device].0.clone());
+        let id = &sd.ranked[ch.loc.device].0;
+        devices.push(id.clone());
         requests.push(ch.request.to_string());
-        if !allocation {
-            continue;
-        }
         let alt = claim
             .requests
             .iter()
             .flat_map(|r| &r.alts)
             .find(|a| a.exact.name == ch.request);
+        // Consumable capacity: a share of the device, and what it takes.
+        let consumed = match (d.allow_multiple, alt) {
+            (true, Some(a)) => capacity::consume_all(&a.exact.capacity, &d.capacities).ok(),
+            _ => None,
+        };
+        if let Some(amounts) = &consumed {
+            let map = d
+                .capacities
+                .iter()
+                .zip(amounts)
+                .map(|(c, a)| (c.name.clone(), a.n))
+                .collect();
+            shares.push((id.clone(), map));
+        }
+        if !allocation {
+            continue;
+        }
         let mut r = json!({
             "request": ch.request,
             "driver": sd.slice.driver,
@@ -1469,6 +1604,24 @@ fn result(search: &Search, ci: usize, allocation: bool) -> ClaimResult {
         if let Some(a) = alt.filter(|a| !a.exact.tolerations.is_empty()) {
             r["tolerations"] =
                 Value::Array(a.exact.tolerations.iter().map(|t| t.raw.clone()).collect());
+        }
+        // DRADeviceBindingConditions: the device's conditions travel with
+        // the allocation; PreBind waits for them.
+        if !d.binding_conditions.is_empty() {
+            r["bindingConditions"] = json!(d.binding_conditions);
+            r["bindingFailureConditions"] = json!(d.binding_failure_conditions);
+        }
+        if let Some(amounts) = consumed {
+            r["shareID"] = json!(capacity::share_id(&claim.claim.uid, ch.request, id));
+            if !amounts.is_empty() {
+                let m: serde_json::Map<String, Value> = d
+                    .capacities
+                    .iter()
+                    .zip(amounts)
+                    .map(|(c, a)| (c.name.clone(), Value::String(a.text)))
+                    .collect();
+                r["consumedCapacity"] = Value::Object(m);
+            }
         }
         results.push(r);
     }
@@ -1483,6 +1636,7 @@ fn result(search: &Search, ci: usize, allocation: bool) -> ClaimResult {
             allocation: Value::Null,
             devices,
             requests,
+            shares,
             score,
         };
     }
@@ -1496,6 +1650,7 @@ fn result(search: &Search, ci: usize, allocation: bool) -> ClaimResult {
         allocation,
         devices,
         requests,
+        shares,
         score,
     }
 }

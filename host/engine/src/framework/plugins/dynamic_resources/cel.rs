@@ -705,8 +705,10 @@ mod tests {
             consumes: Vec::new(),
             taints: Vec::new(),
             scope: None,
-            binding_conditions: false,
+            binding_conditions: Vec::new(),
+            binding_failure_conditions: Vec::new(),
             allow_multiple: false,
+            capacities: Vec::new(),
             binds_to_node: false,
         };
         DeviceVal::new(&d, "gpu.example.com")

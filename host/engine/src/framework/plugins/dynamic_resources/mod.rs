@@ -27,10 +27,18 @@
 //!   binder writes them; `simulate` records them).
 
 pub mod allocator;
+pub mod binding_conditions;
+pub mod capacity;
+#[cfg(test)]
+mod capacity_tests;
 pub mod cel;
+pub mod extended;
+#[cfg(test)]
+mod extended_tests;
 pub mod ranking;
 pub mod report;
 pub mod store;
+pub mod taint_rules;
 pub mod templates;
 #[cfg(test)]
 mod tests;
@@ -93,9 +101,41 @@ pub struct ClaimBinding {
     pub consumers: usize,
 }
 
+/// The claim for a pod's extended resources backed by DRA, to create and
+/// write before binding ([`extended`]): the binder creates it from
+/// `metadata` and `spec`, writes `allocation` and the pod's reservation
+/// as for a [`ClaimBinding`], and records `mappings` in the pod's
+/// `status.extendedResourceClaimStatus`. When a later step fails, the
+/// binder deletes the claim again (upstream's Unreserve).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExtendedClaimBinding {
+    pub metadata: Value,
+    pub spec: Value,
+    pub allocation: Value,
+    pub mappings: Vec<extended::Mapping>,
+    pub pod_name: String,
+    pub pod_uid: String,
+}
+
+/// After the claims are written: wait until every binding condition of
+/// their devices is True ([`binding_conditions`]; upstream's PreBind
+/// wait). `extended`: the claim an [`ExtendedClaimBinding`] of the same
+/// binding created is waited for too.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AwaitBindingConditions {
+    pub namespace: String,
+    pub claims: Vec<String>,
+    pub extended: bool,
+    pub node: String,
+    pub timeout: Duration,
+    /// The devices and their conditions, for the event and `simulate`.
+    pub pending: Vec<String>,
+}
+
 pub struct DynamicResources {
     store: Arc<Store>,
     filter_timeout: Option<Duration>,
+    binding_timeout: Duration,
     /// Device sets per node for the rankers (0: no ranking).
     ranked_sets: usize,
 }
@@ -116,12 +156,20 @@ impl Plugin for DynamicResources {
         };
         let mut out = Vec::new();
         if let Some(results) = prep.results.lock().get(node) {
-            for (&i, r) in prep.to_allocate.iter().zip(results) {
+            let ext = prep.ext_claims.lock().get(node).map(|c| c.claim.clone());
+            let keys = prep
+                .to_allocate
+                .iter()
+                .map(|&i| prep.claims[i].key())
+                .chain(ext.map(|c| format!("{} (extended resources)", c.key())));
+            for (key, r) in keys.zip(results) {
                 out.push(format!(
-                    "claim {}: devices {} on {node}",
-                    prep.claims[i].key(),
+                    "claim {key}: devices {} on {node}",
                     r.devices.join(", ")
                 ));
+                for p in binding_conditions::pending_in_allocation(&r.allocation) {
+                    out.push(format!("  binding waits for conditions: {p}"));
+                }
             }
         }
         match prep.ranks.lock().get(node) {
@@ -227,6 +275,24 @@ fn resolve_claims(store: &Store, pod: &Pod) -> Result<Vec<Arc<Claim>>, Unresolve
     Ok(out)
 }
 
+impl DynamicResources {
+    /// An allocated claim whose binding failed (a failure condition True)
+    /// or timed out waiting for its binding conditions: not usable, so
+    /// PostFilter may deallocate it (upstream's Filter).
+    fn binding_failed(&self, c: &Claim, now: k8s_openapi::jiff::Timestamp) -> bool {
+        if c.allocation.is_none() || !binding_conditions::has_conditions(c) {
+            return false;
+        }
+        match binding_conditions::readiness(c) {
+            binding_conditions::Readiness::Ready => false,
+            binding_conditions::Readiness::Failed(_) => true,
+            binding_conditions::Readiness::Pending => {
+                binding_conditions::timed_out(c, self.binding_timeout, now)
+            }
+        }
+    }
+}
+
 impl PreEnqueuePlugin for DynamicResources {
     fn pre_enqueue(&self, pod: &Pod) -> Result<(), String> {
         if pod.resource_claims.is_empty() {
@@ -276,6 +342,23 @@ struct Prep {
     unavailable: Mutex<BTreeMap<String, Vec<usize>>>,
     /// Device rankers' verdicts, by node.
     ranks: Mutex<BTreeMap<String, NodeRank>>,
+    /// Extended resources backed by DRA ([`extended`]).
+    ext: Option<extended::Prep>,
+    /// Filter's extended resource claim, by node (allocated after the
+    /// pod's own claims: the last of the node's results).
+    ext_claims: Mutex<BTreeMap<String, extended::NodeClaim>>,
+}
+
+impl Prep {
+    /// The claims to allocate on `node`: the pod's unallocated claims,
+    /// then the node's extended resource claim.
+    fn allocating<'a>(&'a self, ext: Option<&'a extended::NodeClaim>) -> Vec<&'a Claim> {
+        self.to_allocate
+            .iter()
+            .map(|&i| &*self.claims[i])
+            .chain(ext.map(|e| &*e.claim))
+            .collect()
+    }
 }
 
 impl PreFilterPlugin for DynamicResources {
@@ -284,16 +367,22 @@ impl PreFilterPlugin for DynamicResources {
         ctx: &CycleContext,
         state: &mut CycleState,
     ) -> Result<Decision, Rejection> {
-        if ctx.pod.resource_claims.is_empty() {
+        let ext = extended::prepare(&self.store, ctx.pod);
+        if ctx.pod.resource_claims.is_empty() && ext.is_none() {
             return Ok(Decision::Skip);
         }
-        let claims = resolve(&self.store, ctx.pod).map_err(Rejection::unresolvable)?;
-        if claims.is_empty() {
+        let mut claims = resolve(&self.store, ctx.pod).map_err(Rejection::unresolvable)?;
+        if claims.is_empty() && ext.is_none() {
             return Ok(Decision::Skip);
+        }
+        // A claim made for the extended resources by an earlier cycle is
+        // one of the pod's claims (upstream's claim store).
+        if let Some(existing) = ext.as_ref().and_then(|e| e.existing()) {
+            claims.push(existing.clone());
         }
         let mut to_allocate = Vec::new();
         for (i, c) in claims.iter().enumerate() {
-            if c.allocation.is_some() {
+            if c.allocation.is_some() || c.extended {
                 continue;
             }
             if self
@@ -318,7 +407,9 @@ impl PreFilterPlugin for DynamicResources {
             }
             to_allocate.push(i);
         }
-        let inputs = (!to_allocate.is_empty()).then(|| Arc::new(self.store.inputs()));
+        let allocating_ext = ext.as_ref().is_some_and(|e| e.existing().is_none());
+        let inputs =
+            (!to_allocate.is_empty() || allocating_ext).then(|| Arc::new(self.store.inputs()));
         state.write(
             STATE_KEY,
             Arc::new(Prep {
@@ -328,6 +419,8 @@ impl PreFilterPlugin for DynamicResources {
                 results: Mutex::new(BTreeMap::new()),
                 unavailable: Mutex::new(BTreeMap::new()),
                 ranks: Mutex::new(BTreeMap::new()),
+                ext,
+                ext_claims: Mutex::new(BTreeMap::new()),
             }),
         );
         Ok(Decision::Run)
@@ -345,6 +438,11 @@ impl FilterPlugin for DynamicResources {
             return Ok(());
         };
         let n = &node.node;
+        let ext = match &prep.ext {
+            Some(e) => extended::for_node(e, &self.store, ctx.pod, node)?,
+            None => None,
+        };
+        let now = binding_conditions::now();
         let unavailable: Vec<usize> = prep
             .claims
             .iter()
@@ -354,6 +452,7 @@ impl FilterPlugin for DynamicResources {
                     .as_ref()
                     .and_then(|a| a.node_selector.as_ref())
                     .is_some_and(|terms| !terms.iter().any(|t| t.matches(&n.name, &n.labels)))
+                    || self.binding_failed(c, now)
             })
             .map(|(i, _)| i)
             .collect();
@@ -364,8 +463,9 @@ impl FilterPlugin for DynamicResources {
         if !unavailable.is_empty() && prep.inputs.is_none() {
             return not_available(unavailable);
         }
-        if let Some(inputs) = &prep.inputs {
-            let claims: Vec<&Claim> = prep.to_allocate.iter().map(|&i| &*prep.claims[i]).collect();
+        let allocating = !prep.to_allocate.is_empty() || ext.is_some();
+        if let (Some(inputs), true) = (&prep.inputs, allocating) {
+            let claims = prep.allocating(ext.as_ref());
             let deadline = self.filter_timeout.map(|t| Instant::now() + t);
             let ranking = !ctx.device_rankers.is_empty() && self.ranked_sets > 0;
             let limit = if ranking { self.ranked_sets } else { 1 };
@@ -400,8 +500,13 @@ impl FilterPlugin for DynamicResources {
                         prep.ranks.lock().insert(n.name.clone(), r);
                     }
                     prep.results.lock().insert(n.name.clone(), results);
+                    if let Some(e) = ext {
+                        prep.ext_claims.lock().insert(n.name.clone(), e);
+                    }
                 }
             }
+        } else if !unavailable.is_empty() {
+            return not_available(unavailable);
         }
         Ok(())
     }
@@ -429,6 +534,9 @@ impl PostFilterPlugin for DynamicResources {
         candidates.sort_unstable();
         for i in candidates {
             let c = &prep.claims[i];
+            if c.extended {
+                break;
+            }
             let only_this = match c.reserved_for.as_slice() {
                 [] => true,
                 [one] => one.uid == ctx.pod.uid,
@@ -440,6 +548,14 @@ impl PostFilterPlugin for DynamicResources {
                     "deallocation of ResourceClaim completed".into(),
                 ));
             }
+        }
+        // The claim an earlier cycle made for the extended resources is
+        // deleted, so that the next attempt starts anew.
+        if let Some(existing) = prep.ext.as_ref().and_then(|e| e.existing()) {
+            self.store.delete_claim(existing);
+            return Ok(PostFilterResult::Unschedulable(
+                "deletion of ResourceClaim completed".into(),
+            ));
         }
         Ok(PostFilterResult::Unschedulable(String::new()))
     }
@@ -490,7 +606,9 @@ impl ReservePlugin for DynamicResources {
         let Some(prep) = state.read::<Arc<Prep>>(STATE_KEY).cloned() else {
             return Ok(());
         };
-        if prep.to_allocate.is_empty() {
+        let ext = prep.ext_claims.lock().get(node.name()).cloned();
+        prep.ext_claims.lock().retain(|n, _| n == node.name());
+        if prep.to_allocate.is_empty() && ext.is_none() {
             return Ok(());
         }
         // Only the chosen node's results are needed from here on (PreBind,
@@ -512,7 +630,7 @@ impl ReservePlugin for DynamicResources {
         // The allocation to write, built for this node only: the same
         // search as Filter's (the same inputs), the ranked choice taken
         // again.
-        let claims: Vec<&Claim> = prep.to_allocate.iter().map(|&i| &*prep.claims[i]).collect();
+        let claims = prep.allocating(ext.as_ref());
         let limit = if rank.is_some() { self.ranked_sets } else { 1 };
         let chosen = rank.as_ref().map_or(0, |r| r.chosen);
         let deadline = self.filter_timeout.map(|t| Instant::now() + t);
@@ -547,9 +665,14 @@ impl ReservePlugin for DynamicResources {
         if let Some(r) = rank {
             prep.ranks.lock().insert(node.name().to_string(), r);
         }
-        for (&i, r) in prep.to_allocate.iter().zip(&results) {
-            let c = &prep.claims[i];
-            if !self.store.reserve(c, &ctx.pod.uid, r.devices.clone()) {
+        for (c, r) in claims.iter().zip(&results) {
+            let whole = r
+                .devices
+                .iter()
+                .filter(|d| !r.shares.iter().any(|(s, _)| s == *d))
+                .cloned()
+                .collect();
+            if !self.store.reserve(c, &ctx.pod.uid, whole, r.shares.clone()) {
                 self.store.unreserve(&ctx.pod.uid);
                 return Err(PluginError(format!(
                     "resource claim {} is in the process of being allocated",
@@ -577,7 +700,13 @@ impl PreBindPlugin for DynamicResources {
         };
         let results = prep.results.lock().get(node).cloned().unwrap_or_default();
         let mut actions = Vec::new();
+        let mut waiting = Vec::new();
+        let mut pending = Vec::new();
         for (i, c) in prep.claims.iter().enumerate() {
+            if c.extended {
+                // An earlier cycle's: Filter refused the node.
+                continue;
+            }
             let allocation = prep
                 .to_allocate
                 .iter()
@@ -586,6 +715,20 @@ impl PreBindPlugin for DynamicResources {
                 .map(|r| r.allocation.clone());
             if allocation.is_none() && c.reserved_for_pod(&pod.uid) {
                 continue;
+            }
+            match &allocation {
+                Some(a) => {
+                    let p = binding_conditions::pending_in_allocation(a);
+                    if !p.is_empty() {
+                        waiting.push(c.name.clone());
+                        pending.extend(p);
+                    }
+                }
+                None if binding_conditions::has_conditions(c) => {
+                    waiting.push(c.name.clone());
+                    pending.push(binding_conditions::summary(c));
+                }
+                None => {}
             }
             actions.push(BindAction::plugin(ClaimBinding {
                 namespace: c.namespace.clone(),
@@ -599,10 +742,48 @@ impl PreBindPlugin for DynamicResources {
                 consumers: c.reserved_for.len(),
             }));
         }
+        let mut extended = false;
+        if let Some(e) = prep.ext_claims.lock().get(node) {
+            let Some(r) = results.get(prep.to_allocate.len()) else {
+                return Err(PluginError(format!(
+                    "extended resource claim allocation not found for node {node}"
+                )));
+            };
+            let p = binding_conditions::pending_in_allocation(&r.allocation);
+            extended = !p.is_empty();
+            pending.extend(p);
+            actions.push(BindAction::plugin(ExtendedClaimBinding {
+                metadata: extended::metadata(&pod.namespace, &pod.name, &pod.uid),
+                spec: extended::spec(&e.requests),
+                allocation: r.allocation.clone(),
+                mappings: e.mappings.clone(),
+                pod_name: pod.name.clone(),
+                pod_uid: pod.uid.clone(),
+            }));
+        }
+        if !waiting.is_empty() || extended {
+            actions.push(BindAction::plugin(AwaitBindingConditions {
+                namespace: pod.namespace.clone(),
+                claims: waiting,
+                extended,
+                node: node.to_string(),
+                timeout: self.binding_timeout,
+                pending,
+            }));
+        }
         Ok(actions)
     }
 
+    /// Without an API server no driver sets binding conditions: the pod
+    /// binds as if they were met (`--explain` names the conditions the
+    /// binding would wait for).
     fn simulate(&self, actions: &[BindAction], _snapshot: &Snapshot) {
+        for b in actions
+            .iter()
+            .filter_map(BindAction::get::<ExtendedClaimBinding>)
+        {
+            self.store.record_extended_claim(b);
+        }
         for b in actions.iter().filter_map(BindAction::get::<ClaimBinding>) {
             let consumer = Consumer {
                 name: b.pod_name.clone(),
@@ -622,6 +803,7 @@ impl InformerPlugin for DynamicResources {
             store::DEVICE_CLASS,
             store::RESOURCE_SLICE,
             store::RESOURCE_CLAIM,
+            taint_rules::DEVICE_TAINT_RULE,
         ]
     }
 
@@ -677,6 +859,11 @@ pub fn check_slice(object: &Value) -> Result<String, String> {
     check(&store::RESOURCE_SLICE, object)
 }
 
+/// A manifest's DeviceTaintRule.
+pub fn check_taint_rule(object: &Value) -> Result<String, String> {
+    check(&taint_rules::DEVICE_TAINT_RULE, object)
+}
+
 /// A manifest's ResourceClaim.
 pub fn check_claim(object: &Value) -> Result<String, String> {
     check(&store::RESOURCE_CLAIM, object)
@@ -701,11 +888,13 @@ pub fn check_template(object: &Value) -> Result<String, String> {
 pub fn new(args: Option<&Value>, handle: &Handle) -> Result<PluginBundle, String> {
     let Args {
         filter_timeout,
+        binding_timeout,
         ranked_sets,
     } = parse_args(args)?;
     let p = Arc::new(DynamicResources {
         store: handle.shared::<Store>(),
         filter_timeout,
+        binding_timeout,
         ranked_sets,
     });
     Ok(PluginBundle::new(p.clone())
@@ -721,16 +910,19 @@ pub fn new(args: Option<&Value>, handle: &Handle) -> Result<PluginBundle, String
 
 struct Args {
     filter_timeout: Option<Duration>,
+    binding_timeout: Duration,
     ranked_sets: usize,
 }
 
 /// Upstream's `DynamicResourcesArgs`: `filterTimeout` (a duration; `0s`
-/// turns the bound off); and `rankedSets`, how many device sets per node
+/// turns the bound off); `bindingTimeout` (how long PreBind waits for
+/// binding conditions, at least 1s, default 600s); and `rankedSets`, how many device sets per node
 /// device rankers see (default [`ranking::MAX_SETS`]; 0: no ranking, the
 /// first fit as upstream).
 fn parse_args(args: Option<&Value>) -> Result<Args, String> {
     let mut out = Args {
         filter_timeout: Some(DEFAULT_FILTER_TIMEOUT),
+        binding_timeout: binding_conditions::DEFAULT_BINDING_TIMEOUT,
         ranked_sets: ranking::MAX_SETS,
     };
     let Some(obj) = super::helpers::args_object(NAME, args)? else {
@@ -751,6 +943,25 @@ fn parse_args(args: Option<&Value>) -> Result<Args, String> {
         Some(other) => {
             return Err(format!(
                 "{NAME} args: filterTimeout: expected a duration string like \"10s\", got {}",
+                super::helpers::json_type(other)
+            ))
+        }
+    }
+    match obj.get("bindingTimeout") {
+        None => {}
+        Some(Value::String(s)) => {
+            let d = humantime::parse_duration(s)
+                .map_err(|e| format!("{NAME} args: bindingTimeout: invalid duration {s:?}: {e}"))?;
+            if d < Duration::from_secs(1) {
+                return Err(format!(
+                    "{NAME} args: bindingTimeout: must be at least 1 second, got {s:?}"
+                ));
+            }
+            out.binding_timeout = d;
+        }
+        Some(other) => {
+            return Err(format!(
+                "{NAME} args: bindingTimeout: expected a duration string like \"600s\", got {}",
                 super::helpers::json_type(other)
             ))
         }

@@ -26,6 +26,10 @@ pub struct ClaimReport {
 pub struct AllocatedDevice {
     pub request: String,
     pub device: String,
+    /// A share of a device that allows multiple allocations: what it
+    /// consumes, by capacity (consumable capacity).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub consumed: std::collections::BTreeMap<String, String>,
 }
 
 /// Every claim in the input (allocated or not), by key.
@@ -46,6 +50,11 @@ pub fn plugin_report(store: &Store) -> Option<PluginReport> {
                 .map(|r| AllocatedDevice {
                     request: r.request.clone(),
                     device: r.id(),
+                    consumed: r
+                        .consumed
+                        .iter()
+                        .map(|(k, v)| (k.clone(), super::capacity::display(*v)))
+                        .collect(),
                 })
                 .collect(),
             reserved_for: c.reserved_for.iter().map(|r| r.name.clone()).collect(),
@@ -57,7 +66,15 @@ pub fn plugin_report(store: &Store) -> Option<PluginReport> {
             let devices: Vec<String> = c
                 .devices
                 .iter()
-                .map(|d| format!("{}: {}", d.request, d.device))
+                .map(|d| {
+                    let shares: Vec<String> =
+                        d.consumed.iter().map(|(k, v)| format!("{k} {v}")).collect();
+                    if shares.is_empty() {
+                        format!("{}: {}", d.request, d.device)
+                    } else {
+                        format!("{}: {} ({})", d.request, d.device, shares.join(", "))
+                    }
+                })
                 .collect();
             vec![
                 format!("{}/{}", c.namespace, c.name),

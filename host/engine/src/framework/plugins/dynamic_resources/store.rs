@@ -11,7 +11,9 @@ use parking_lot::Mutex;
 use serde_json::Value;
 
 use super::allocator::{pool_of, DeviceId, InUse, Index, Inputs, PoolGens, SliceData};
+use super::capacity::{self, Consumed, SharedUse};
 use super::cel;
+use super::taint_rules::{self, TaintRule};
 use crate::framework::objects::{ApiKind, StatusWrite};
 use crate::model::dra::{self, Claim, Class, Slice};
 
@@ -65,7 +67,10 @@ pub const RESOURCE_CLAIM_TEMPLATE: ApiKind = ApiKind {
 pub struct InFlight {
     pub claim: String,
     pub pod_uid: String,
+    /// Devices held whole.
     pub devices: Vec<DeviceId>,
+    /// Shares of devices that allow multiple allocations.
+    pub shares: Vec<(DeviceId, Consumed)>,
 }
 
 #[derive(Default)]
@@ -91,18 +96,68 @@ struct Inner {
     /// devices (to the next value of `generation`).
     generations: PoolGens,
     generation: u64,
+    /// Devices that allow multiple allocations with their shares
+    /// (consumable capacity): allocated results with a `shareID`, and
+    /// reservations in flight.
+    shared: SharedUse,
+    /// DeviceTaintRules by name, and each slice as published (before the
+    /// rules' taints), by key.
+    taint_rules: BTreeMap<String, TaintRule>,
+    published: BTreeMap<String, Arc<Slice>>,
 }
 
-/// The devices a claim's allocation holds (admin access holds none).
+/// The devices a claim's allocation holds whole (admin access holds
+/// none; a result with a `shareID` holds a share).
 fn held_by(c: &Claim) -> impl Iterator<Item = DeviceId> + '_ {
     c.allocation
         .iter()
         .flat_map(|a| &a.results)
-        .filter(|r| !r.admin_access)
+        .filter(|r| !r.admin_access && r.share_id.is_none())
         .map(|r| r.id())
 }
 
+/// The shares a claim's allocation holds, with their consumed capacity.
+fn shares_of(c: &Claim) -> Vec<(DeviceId, Consumed)> {
+    c.allocation
+        .iter()
+        .flat_map(|a| &a.results)
+        .filter(|r| !r.admin_access && r.share_id.is_some())
+        .map(|r| (r.id(), r.consumed.clone()))
+        .collect()
+}
+
 impl Inner {
+    /// Adds (`sign` 1) or gives back (-1) shares of devices.
+    fn share(&mut self, shares: &[(DeviceId, Consumed)], sign: i8) {
+        for (d, consumed) in shares {
+            capacity::account(&mut self.shared, d, consumed, sign);
+            self.generation += 1;
+            self.generations
+                .insert(pool_of(d).to_string(), self.generation);
+        }
+    }
+
+    /// The slice as the allocator sees it: with the taints of the rules
+    /// that select its devices.
+    fn slice_data(&self, published: &Slice) -> Arc<SliceData> {
+        let patched = taint_rules::apply(published, self.taint_rules.values());
+        Arc::new(SliceData::new(patched.unwrap_or_else(|| published.clone())))
+    }
+
+    /// Every slice again, after a rule changed.
+    fn repatch(&mut self) {
+        let published: Vec<(String, Arc<Slice>)> = self
+            .published
+            .iter()
+            .map(|(k, s)| (k.clone(), s.clone()))
+            .collect();
+        for (k, s) in published {
+            let data = self.slice_data(&s);
+            self.slices.insert(k, data);
+        }
+        self.index = None;
+    }
+
     fn hold(&mut self, devices: impl Iterator<Item = DeviceId>) {
         for d in devices {
             let n = self.holders.entry(d.clone()).or_default();
@@ -133,27 +188,33 @@ impl Inner {
 
     fn put_claim(&mut self, key: String, c: Arc<Claim>) {
         self.hold(held_by(&c).collect::<Vec<_>>().into_iter());
+        self.share(&shares_of(&c), 1);
         if let Some(old) = self.claims.insert(key, c) {
             self.release(held_by(&old).collect::<Vec<_>>().into_iter());
+            self.share(&shares_of(&old), -1);
         }
     }
 
     fn drop_claim(&mut self, key: &str) -> Option<Arc<Claim>> {
         let old = self.claims.remove(key)?;
         self.release(held_by(&old).collect::<Vec<_>>().into_iter());
+        self.share(&shares_of(&old), -1);
         Some(old)
     }
 
     fn put_flight(&mut self, uid: String, f: InFlight) {
         self.hold(f.devices.clone().into_iter());
+        self.share(&f.shares, 1);
         if let Some(old) = self.in_flight.insert(uid, f) {
             self.release(old.devices.into_iter());
+            self.share(&old.shares, -1);
         }
     }
 
     fn drop_flight(&mut self, uid: &str) {
         if let Some(old) = self.in_flight.remove(uid) {
             self.release(old.devices.into_iter());
+            self.share(&old.shares, -1);
         }
     }
 }
@@ -167,6 +228,18 @@ pub struct DeviceUse {
     pub pool: String,
     pub device: String,
     pub taken: bool,
+    /// A device that allows multiple allocations: the shares held, and
+    /// per capacity (name as written) its value and what the shares
+    /// consume (consumable capacity).
+    pub shares: Option<DeviceShares>,
+}
+
+/// The shares of a device that allows multiple allocations.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct DeviceShares {
+    pub held: u32,
+    /// (capacity, value, consumed).
+    pub capacity: Vec<(String, dra::Nanos, dra::Nanos)>,
 }
 
 /// What the store holds, for metrics ([`Store::usage`]).
@@ -213,17 +286,28 @@ impl Store {
             "ResourceSlice" => decode(kind.kind, version, object)
                 .and_then(|s| Slice::from_api(&s))
                 .map(|s| {
-                    inner
-                        .slices
-                        .insert(key.to_string(), Arc::new(SliceData::new(s)));
+                    let data = inner.slice_data(&s);
+                    inner.published.insert(key.to_string(), Arc::new(s));
+                    inner.slices.insert(key.to_string(), data);
                     inner.index = None;
                 }),
+            "DeviceTaintRule" => TaintRule::parse(object).map(|r| {
+                if inner.taint_rules.get(key) != Some(&r) {
+                    inner.taint_rules.insert(key.to_string(), r);
+                    inner.repatch();
+                }
+            }),
             "ResourceClaim" => decode(kind.kind, version, object)
                 .and_then(|c| Claim::from_api(&c))
                 .map(|c| {
                     // Written (or allocated elsewhere): no longer in flight.
                     if c.allocation.is_some() {
                         inner.drop_flight(&c.uid);
+                        // A pod's extended resource claim was reserved
+                        // under its in-memory uid.
+                        if let (true, Some(owner)) = (c.extended, &c.owner_uid) {
+                            inner.drop_flight(&super::extended::in_memory_uid(owner));
+                        }
                     }
                     inner.put_claim(key.to_string(), Arc::new(c));
                 }),
@@ -255,7 +339,11 @@ impl Store {
                 inner.index = None;
             }
             "ResourceSlice" if inner.slices.remove(key).is_some() => {
+                inner.published.remove(key);
                 inner.index = None;
+            }
+            "DeviceTaintRule" if inner.taint_rules.remove(key).is_some() => {
+                inner.repatch();
             }
             "ResourceClaim" => {
                 if let Some(c) = inner.drop_claim(key) {
@@ -273,6 +361,7 @@ impl Store {
             match kind.kind {
                 "DeviceClass" => inner.classes.keys().cloned().collect(),
                 "ResourceSlice" => inner.slices.keys().cloned().collect(),
+                "DeviceTaintRule" => inner.taint_rules.keys().cloned().collect(),
                 "ResourceClaim" => inner.claims.keys().cloned().collect(),
                 _ => Vec::new(),
             }
@@ -305,6 +394,24 @@ impl Store {
         self.inner.lock().classes.get(name).cloned()
     }
 
+    /// The class that serves extended resource `name` (upstream's
+    /// `DeviceClassResolver`): its implicit
+    /// `deviceclass.resource.kubernetes.io/<class>`, or the
+    /// `spec.extendedResourceName` of the newest class naming it (the
+    /// lower name on a tie).
+    pub fn class_for_resource(&self, name: &str) -> Option<String> {
+        let inner = self.inner.lock();
+        if let Some(class) = name.strip_prefix(crate::model::dra_extended::DEVICE_CLASS_PREFIX) {
+            return inner.classes.contains_key(class).then(|| class.to_string());
+        }
+        inner
+            .classes
+            .values()
+            .filter(|c| c.extended_resource_name.as_deref() == Some(name))
+            .max_by(|a, b| a.created.cmp(&b.created).then(b.name.cmp(&a.name)))
+            .map(|c| c.name.clone())
+    }
+
     /// The claim's allocation in flight, if one is.
     pub fn in_flight(&self, claim_uid: &str) -> Option<InFlight> {
         self.inner.lock().in_flight.get(claim_uid).cloned()
@@ -312,7 +419,13 @@ impl Store {
 
     /// Reserves `devices` for the claim (Reserve). False when another pod
     /// reserved it first.
-    pub fn reserve(&self, claim: &Claim, pod_uid: &str, devices: Vec<DeviceId>) -> bool {
+    pub fn reserve(
+        &self,
+        claim: &Claim,
+        pod_uid: &str,
+        devices: Vec<DeviceId>,
+        shares: Vec<(DeviceId, Consumed)>,
+    ) -> bool {
         let mut inner = self.inner.lock();
         if let Some(f) = inner.in_flight.get(&claim.uid) {
             return f.pod_uid == pod_uid;
@@ -323,6 +436,7 @@ impl Store {
                 claim: claim.key(),
                 pod_uid: pod_uid.to_string(),
                 devices,
+                shares,
             },
         );
         true
@@ -378,6 +492,64 @@ impl Store {
         inner.put_claim(key.to_string(), Arc::new(c));
     }
 
+    /// Deletes a claim an earlier cycle made for a pod's extended
+    /// resources (PostFilter): at once here, and as a write for the API
+    /// (a [`StatusWrite`] without status: the delete-protection finalizer
+    /// removed, then the claim deleted).
+    pub fn delete_claim(&self, claim: &Claim) {
+        let mut inner = self.inner.lock();
+        if let Some(c) = inner.drop_claim(&claim.key()) {
+            inner.drop_flight(&c.uid);
+        }
+        inner.writes.push(StatusWrite {
+            kind: RESOURCE_CLAIM,
+            namespace: claim.namespace.clone(),
+            name: claim.name.clone(),
+            status: Value::Null,
+        });
+    }
+
+    /// Records a pod's extended resource claim where no API server creates
+    /// it (`simulate`): named from its `generateName` and the pod's uid,
+    /// allocated and reserved for the pod.
+    pub fn record_extended_claim(&self, b: &super::ExtendedClaimBinding) {
+        let mut metadata = b.metadata.clone();
+        let namespace = metadata["namespace"]
+            .as_str()
+            .unwrap_or("default")
+            .to_string();
+        let prefix = metadata["generateName"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let suffix: String = b
+            .pod_uid
+            .chars()
+            .filter(char::is_ascii_alphanumeric)
+            .take(5)
+            .collect::<String>()
+            .to_ascii_lowercase();
+        let name = format!("{prefix}{suffix}");
+        metadata["name"] = Value::String(name.clone());
+        metadata["uid"] = Value::String(format!("{}-claim", b.pod_uid));
+        let object = serde_json::json!({
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": metadata,
+            "spec": b.spec,
+            "status": {
+                "allocation": b.allocation,
+                "reservedFor": [{"resource": "pods", "name": b.pod_name, "uid": b.pod_uid}],
+            },
+        });
+        self.apply(
+            &RESOURCE_CLAIM,
+            "v1",
+            &object,
+            &format!("{namespace}/{name}"),
+        );
+    }
+
     /// Deallocates a claim reserved for nobody (PostFilter): at once here,
     /// and as a status write for the API.
     pub fn deallocate(&self, claim: &Claim) {
@@ -419,13 +591,15 @@ impl Store {
             inner.generations.clone(),
             self.cel.clone(),
         )
+        .with_shared(inner.shared.clone())
     }
 
     /// Every published device and whether it is taken (allocated outside
     /// admin access, or in flight), sorted; and the claims allocated and
     /// not, and the objects rejected by kind (metrics).
     pub fn usage(&self) -> Usage {
-        let in_use = self.inputs().in_use;
+        let inputs = self.inputs();
+        let (in_use, shared) = (&inputs.in_use, &inputs.shares);
         let inner = self.inner.lock();
         let mut devices = Vec::new();
         for data in inner.slices.values() {
@@ -434,14 +608,27 @@ impl Store {
                 dra::NodeScope::Name(n) => n.clone(),
                 _ => String::new(),
             };
-            for (id, _) in &data.ranked {
+            for ((id, _), d) in data.ranked.iter().zip(&s.devices) {
                 let device = id.rsplit('/').next().unwrap_or_default().to_string();
+                let held = shared.get(id);
+                let shares = d.allow_multiple.then(|| DeviceShares {
+                    held: held.map_or(0, |h| h.holders),
+                    capacity: d
+                        .capacities
+                        .iter()
+                        .map(|c| {
+                            let used = held.and_then(|h| h.consumed.get(&c.name)).copied();
+                            (c.name.clone(), c.value.n, used.unwrap_or(0))
+                        })
+                        .collect(),
+                });
                 devices.push(DeviceUse {
                     node: node.clone(),
                     driver: s.driver.clone(),
                     pool: s.pool.clone(),
                     device,
-                    taken: in_use.contains(id),
+                    taken: in_use.contains(id) || held.is_some(),
+                    shares,
                 });
             }
         }

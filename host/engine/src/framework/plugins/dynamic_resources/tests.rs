@@ -543,9 +543,12 @@ fn a_reserved_allocation_is_in_use_for_the_next_pod() {
         ),
     ]);
     let first = w.claim("first");
-    assert!(w
-        .store
-        .reserve(&first, "pod-1", ids(&["driver-a/pool-1/device-1"])));
+    assert!(w.store.reserve(
+        &first,
+        "pod-1",
+        ids(&["driver-a/pool-1/device-1"]),
+        Vec::new()
+    ));
     assert_eq!(w.allocate("node-1", &["second"]), Ok(None), "in flight");
     w.store.unreserve("pod-1");
     assert_eq!(
@@ -680,6 +683,7 @@ fn a_pod_held_for_its_claims_waits_for_the_claim_at_fault() {
     let plugin = DynamicResources {
         store: Arc::new(Store::default()),
         filter_timeout: None,
+        binding_timeout: binding_conditions::DEFAULT_BINDING_TIMEOUT,
         ranked_sets: 0,
     };
     let apply = |o: Value| {
@@ -777,9 +781,12 @@ fn the_devices_taken_follow_claims_and_reservations() {
             }
             3 if present.contains(&c) => {
                 let (pod, d) = (next(3), next(4));
-                let ok = w
-                    .store
-                    .reserve(&w.claim(&name), &format!("pod-{pod}"), vec![id(d)]);
+                let ok = w.store.reserve(
+                    &w.claim(&name),
+                    &format!("pod-{pod}"),
+                    vec![id(d)],
+                    Vec::new(),
+                );
                 let expected = flight.get(&c).is_none_or(|(p, _)| *p == pod);
                 assert_eq!(ok, expected, "step {step}: reserve c{c} for pod-{pod}");
                 flight.entry(c).or_insert((pod, d));
@@ -912,7 +919,10 @@ fn kept_searches_answer_as_a_new_search_would() {
             _ => {
                 let c = w.claim("one");
                 let device = format!("driver-a/pool-{node}/d{}", next(6));
-                if !w.store.reserve(&c, &format!("pod-{step}"), vec![device]) {
+                if !w
+                    .store
+                    .reserve(&c, &format!("pod-{step}"), vec![device], Vec::new())
+                {
                     w.store.unreserve(&format!("pod-{}", step - 1));
                 }
             }

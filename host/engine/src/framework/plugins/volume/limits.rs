@@ -5,6 +5,11 @@
 //! already use. A bound claim counts by its PV's CSI driver and handle; an
 //! unbound one by its class's provisioner, as a volume of its own. In-tree
 //! volumes count only after CSI migration, off by default in 1.20.
+//!
+//! VolumeLimitScaling (beta, on in 1.37): a pod with a new volume of a
+//! driver whose CSIDriver sets `spec.preventPodSchedulingIfMissing` does
+//! not fit a node whose CSINode does not list that driver (a driver
+//! without a CSIDriver object is allowed).
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -62,6 +67,14 @@ impl FilterPlugin for NodeVolumeLimits {
             return Ok(());
         }
         let csi_node = store.csi_node(node.name());
+        let drivers: std::collections::BTreeSet<&str> = new.values().map(String::as_str).collect();
+        for driver in drivers {
+            if !driver_on_node(store, driver, csi_node.as_deref()) {
+                return Err(Rejection::new(format!(
+                    "{driver} CSI driver is not installed on the node"
+                )));
+            }
+        }
         let limits = limits(node, csi_node.as_deref());
         if limits.is_empty() {
             return Ok(());
@@ -88,6 +101,17 @@ impl FilterPlugin for NodeVolumeLimits {
         }
         Ok(())
     }
+}
+
+/// Upstream's `checkCSIDriverOnNode`: whether a pod may use a new volume
+/// of `driver` on the node of `csi_node`. Only a CSIDriver that opts in
+/// with `preventPodSchedulingIfMissing` requires the CSINode to list it.
+fn driver_on_node(store: &VolumeStore, driver: &str, csi_node: Option<&CsiNode>) -> bool {
+    let Some(d) = store.csi_driver(driver) else {
+        return true;
+    };
+    !d.prevent_pod_scheduling_if_missing
+        || csi_node.is_some_and(|n| n.drivers.iter().any(|(name, _)| name == driver))
 }
 
 /// Upstream's `filterAttachableVolumes`: the pod's CSI volumes, as

@@ -663,3 +663,91 @@ fn node_volume_limits_count_the_csi_volumes_already_attached() {
     let r = filter_all(&NodeVolumeLimits, &with_claims("p", &["one", "two"]), &snap);
     assert_eq!(r["n1"], ok());
 }
+
+/// A CSINode on `node` listing `drivers` (with an attach limit when given).
+fn add_csi_node(snap: &Snapshot, node: &str, drivers: &[(&str, Option<i64>)]) {
+    let drivers: Vec<Value> = drivers
+        .iter()
+        .map(|(name, count)| {
+            let mut d = json!({"name": name, "nodeID": node});
+            if let Some(c) = count {
+                d["allocatable"] = json!({"count": c});
+            }
+            d
+        })
+        .collect();
+    let o = CsiNode::from_k8s(
+        &serde_json::from_value(json!({"metadata": {"name": node}, "spec": {"drivers": drivers}}))
+            .unwrap(),
+    )
+    .unwrap();
+    snap.volumes().apply(VolumeObject::CsiNode(o));
+}
+
+/// Upstream's `TestVolumeLimitScalingGate` (gate on, as in 1.37): a pod
+/// whose claim is bound to an EBS CSI volume, on a node whose CSINode
+/// lists no driver ("no-csi-driver") or EBS with a limit of 2 ("csinode").
+#[test]
+fn node_volume_limits_need_an_opted_in_driver_on_the_node() {
+    const EBS: &str = "ebs.csi.aws.com";
+    // (case, CSIDriver (None: absent) with preventPodSchedulingIfMissing,
+    //  CSINode lists EBS with a limit of 2, want)
+    type Case = (&'static str, Option<bool>, bool, Result<(), Rejection>);
+    let cases: [Case; 4] = [
+        (
+            "CSIDriver exists but PreventPodSchedulingIfMissing is not set",
+            Some(false),
+            false,
+            ok(),
+        ),
+        (
+            "driver not installed and PreventPodSchedulingIfMissing is true",
+            Some(true),
+            false,
+            unschedulable(&format!("{EBS} CSI driver is not installed on the node")),
+        ),
+        ("driver installed within limit", Some(true), true, ok()),
+        ("CSIDriver object missing", None, false, ok()),
+    ];
+    for (case, prevent, installed, want) in cases {
+        let snap = cluster(vec![node("n1")], vec![]);
+        let mut v = pv("csi-1", "", "1Gi", None);
+        v["spec"]["csi"] = json!({"driver": EBS, "volumeHandle": "vol-1"});
+        add_pv(&snap, v);
+        add_claim(&snap, bound_claim("one", "csi-1"));
+        if let Some(p) = prevent {
+            let d = json!({"metadata": {"name": EBS},
+                           "spec": {"preventPodSchedulingIfMissing": p}});
+            let o = CsiDriver::from_k8s(&serde_json::from_value(d).unwrap()).unwrap();
+            snap.volumes().apply(VolumeObject::CsiDriver(o));
+        }
+        let drivers: &[(&str, Option<i64>)] = if installed { &[(EBS, Some(2))] } else { &[] };
+        add_csi_node(&snap, "n1", drivers);
+        let r = filter_all(&NodeVolumeLimits, &with_claims("p", &["one"]), &snap);
+        assert_eq!(r["n1"], want, "{case}");
+    }
+}
+
+/// A node without a CSINode lacks every driver; an unbound claim counts by
+/// its class's provisioner; pods without new CSI volumes are not checked.
+#[test]
+fn node_volume_limits_refuse_a_node_without_csi_node_for_an_opted_in_driver() {
+    const DRIVER: &str = "hostpath.csi.k8s.io";
+    let snap = cluster(vec![node("n1"), node("n2"), node("n3")], vec![]);
+    add_class(&snap, class("csi", DRIVER, true));
+    add_claim(&snap, claim("new", "csi", "1Gi"));
+    let d = json!({"metadata": {"name": DRIVER},
+                   "spec": {"preventPodSchedulingIfMissing": true}});
+    let o = CsiDriver::from_k8s(&serde_json::from_value(d).unwrap()).unwrap();
+    snap.volumes().apply(VolumeObject::CsiDriver(o));
+    add_csi_node(&snap, "n1", &[(DRIVER, None)]);
+    add_csi_node(&snap, "n2", &[("other.csi.k8s.io", None)]);
+    let missing = unschedulable(&format!("{DRIVER} CSI driver is not installed on the node"));
+    let r = filter_all(&NodeVolumeLimits, &with_claims("p", &["new"]), &snap);
+    assert_eq!(r["n1"], ok());
+    assert_eq!(r["n2"], missing);
+    assert_eq!(r["n3"], missing);
+    // A pod without volumes is not checked.
+    let r = filter_all(&NodeVolumeLimits, &with_claims("p", &[]), &snap);
+    assert_eq!(r["n3"], ok());
+}
