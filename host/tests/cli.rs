@@ -418,7 +418,7 @@ fn profiles_lists_the_built_in_gpu_scheduler() {
         lines[3],
         "  filter: NodeUnschedulable, NodeName, TaintToleration, NodeAffinity, NodePorts, NodeResourcesFit, \
          VolumeRestrictions, NodeVolumeLimits, VolumeBinding, VolumeZone, PodTopologySpread, InterPodAffinity, \
-         DynamicResources, Coscheduling, GpuTopology, NetworkLocality"
+         DynamicResources, NodeDeclaredFeatures, Coscheduling, GpuTopology, NetworkLocality"
     );
     assert_eq!(
         lines[4],
@@ -464,16 +464,33 @@ fn profiles_lists_the_built_in_gpu_scheduler() {
         o.stdout
     );
     assert!(
-        lines[15].starts_with("wasm plugin GpuTopology: "),
+        lines[15].starts_with(
+            "  gates of Kubernetes 1.37.2 on by default, honoured: DynamicResourceAllocation, "
+        ),
         "{}",
         o.stdout
     );
     assert!(
-        lines[16].starts_with("wasm plugin NetworkLocality: "),
+        lines[15].contains(", SchedulerAsyncPreemption, "),
         "{}",
         o.stdout
     );
-    assert_eq!(lines.len(), 17, "{}", o.stdout);
+    assert_eq!(
+        lines[16],
+        "  not implemented: OpportunisticBatching (issue 52), SchedulerPopFromBackoffQ (issue 52), \
+         NominatedNodeNameForExpectation (no issue yet)"
+    );
+    assert!(
+        lines[17].starts_with("wasm plugin GpuTopology: "),
+        "{}",
+        o.stdout
+    );
+    assert!(
+        lines[18].starts_with("wasm plugin NetworkLocality: "),
+        "{}",
+        o.stdout
+    );
+    assert_eq!(lines.len(), 19, "{}", o.stdout);
 }
 
 #[test]
@@ -483,7 +500,7 @@ fn profiles_of_a_configuration_file() {
     let chain = "profile gpu-scheduler\n  queuesort: Coscheduling\n  preenqueue: DynamicResources, SchedulingGates\n  \
          filter: NodeUnschedulable, NodeName, TaintToleration, NodeAffinity, NodePorts, \
          NodeResourcesFit, VolumeRestrictions, NodeVolumeLimits, VolumeBinding, VolumeZone, PodTopologySpread, \
-         InterPodAffinity, DynamicResources, Coscheduling\n  score:  TaintToleration (weight 3), \
+         InterPodAffinity, DynamicResources, NodeDeclaredFeatures, Coscheduling\n  score:  TaintToleration (weight 3), \
          NodeAffinity (weight 2), NodeResourcesFit (weight 1), VolumeBinding (weight 1), \
          PodTopologySpread (weight 2), \
          InterPodAffinity (weight 2), DynamicResources (weight 2), NodeResourcesBalancedAllocation (weight 1), ImageLocality (weight 1)\n  \
@@ -499,7 +516,7 @@ fn profiles_of_a_configuration_file() {
         "{}",
         o.stdout
     );
-    assert_eq!(o.stdout.lines().count(), 13, "{}", o.stdout);
+    assert_eq!(o.stdout.lines().count(), 15, "{}", o.stdout);
 }
 
 #[test]
@@ -534,7 +551,7 @@ fn a_kube_scheduler_file_means_kube_schedulers_defaults() {
     let upstream = "profile default-scheduler\n  queuesort: PrioritySort\n  preenqueue: DynamicResources, SchedulingGates\n  \
          filter: NodeUnschedulable, NodeName, TaintToleration, NodeAffinity, NodePorts, \
          NodeResourcesFit, VolumeRestrictions, NodeVolumeLimits, VolumeBinding, VolumeZone, PodTopologySpread, \
-         InterPodAffinity, DynamicResources\n  score:  TaintToleration (weight 3), \
+         InterPodAffinity, DynamicResources, NodeDeclaredFeatures\n  score:  TaintToleration (weight 3), \
          NodeAffinity (weight 2), NodeResourcesFit (weight 1), VolumeBinding (weight 1), \
          PodTopologySpread (weight 2), \
          InterPodAffinity (weight 2), DynamicResources (weight 2), NodeResourcesBalancedAllocation (weight 1), ImageLocality (weight 1)\n  \
@@ -542,10 +559,19 @@ fn a_kube_scheduler_file_means_kube_schedulers_defaults() {
          prebind: VolumeBinding, DynamicResources\n  bind: DefaultBinder\n  \
          from default (kube-scheduler): NodeUnschedulable, NodeName, TaintToleration, NodeAffinity, NodePorts, \
          NodeResourcesFit, VolumeRestrictions, NodeVolumeLimits, VolumeBinding, VolumeZone, PodTopologySpread, \
-         InterPodAffinity, DynamicResources, NodeResourcesBalancedAllocation, ImageLocality, DefaultPreemption, \
-         DefaultBinder, SchedulingGates, PrioritySort\n  \
+         InterPodAffinity, DynamicResources, NodeDeclaredFeatures, NodeResourcesBalancedAllocation, ImageLocality, \
+         DefaultPreemption, DefaultBinder, SchedulingGates, PrioritySort\n  \
          percentageOfNodesToScore: adaptive (upstream's rule: every node below 100 nodes, \
-         else 50% less 1% per 125 nodes, at least 5% and 100 nodes)\n";
+         else 50% less 1% per 125 nodes, at least 5% and 100 nodes)\n  \
+         gates of Kubernetes 1.37.2 on by default, honoured: DynamicResourceAllocation, DRAPrioritizedList, \
+         DRAAdminAccess, DRAPartitionableDevices, DRASchedulerFilterTimeout, DRAResourceClaimDeviceStatus, \
+         DRADeviceTaints, PodLevelResources, NodeInclusionPolicyInPodTopologySpread, \
+         MatchLabelKeysInPodTopologySpread, StorageCapacityScoring, VolumeAttributesClass, NodeDeclaredFeatures, \
+         InPlacePodVerticalScaling, InPlacePodLevelResourcesVerticalScaling, DRAConsumableCapacity, \
+         DRAExtendedResource, DRADeviceTaintRules, DRADeviceBindingConditions, SchedulerAsyncPreemption, \
+         VolumeLimitScaling\n  \
+         not implemented: OpportunisticBatching (issue 52), SchedulerPopFromBackoffQ (issue 52), \
+         NominatedNodeNameForExpectation (no issue yet)\n";
     let o = profiles_of(KUBE_FILE);
     ok(&o);
     assert_eq!(o.stdout, upstream);
@@ -582,7 +608,17 @@ fn every_extension_point_of_a_kube_scheduler_file_is_read() {
         o.stdout
     );
     assert!(!o.stdout.contains("VolumeRestrictions"), "{}", o.stdout);
-    assert!(!o.stdout.contains("DefaultPreemption"), "{}", o.stdout);
+    // DefaultPreemption is gone from every point; the gate it carries is
+    // named as not honoured.
+    let (chain, gates) = o.stdout.split_once("  gates of").unwrap();
+    assert!(!chain.contains("DefaultPreemption"), "{}", o.stdout);
+    assert!(
+        gates.contains(
+            "not honoured here: SchedulerAsyncPreemption (DefaultPreemption not in this profile)"
+        ),
+        "{}",
+        o.stdout
+    );
     // What is not supported is one line naming the field.
     for (yaml, expected) in [
         (
@@ -1116,7 +1152,7 @@ fn skipped_objects_are_counted_by_kind_in_one_line() {
         assert!(o.success, "{}", o.stderr);
         assert_eq!(
             o.stderr,
-            "skipped 5 objects: 1 Deployment, 2 NetworkPolicy, 1 Pdo, 1 PodGroup (scheduling.k8s.io/v1beta1)\n"
+            "skipped 5 objects: 2 NetworkPolicy, 1 Deployment, 1 Pdo, 1 PodGroup (scheduling.k8s.io/v1beta1)\n"
         );
     }
     // The small cluster's ConfigMap.

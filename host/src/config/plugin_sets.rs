@@ -373,7 +373,7 @@ fn missing(name: &str) -> Option<&'static str> {
             "the Workload API's pod groups (gates GenericWorkload, TopologyAwareWorkloadScheduling) are not implemented yet (issue 50); scheduler-plugins' PodGroup is, through Coscheduling"
         }
         "DeferredPodScheduling" => {
-            "gate InPlacePodVerticalScalingSchedulerPreemption (alpha in 1.37) is not implemented (issue 48)"
+            "gate InPlacePodVerticalScalingSchedulerPreemption (alpha in 1.37, off) is not implemented"
         }
         _ => return None,
     })

@@ -87,7 +87,7 @@ pub const SCHEDULING: &[(&str, Support)] = &[
     ("InPlacePodLevelResourcesVerticalScaling", Support::On),
     (
         "InPlacePodVerticalScalingSchedulerPreemption",
-        Support::Missing("issue 48"),
+        Support::Missing("no issue yet"),
     ),
     ("DRAConsumableCapacity", Support::On),
     ("DRAExtendedResource", Support::On),
@@ -99,7 +99,7 @@ pub const SCHEDULING: &[(&str, Support)] = &[
     ("SchedulerPopFromBackoffQ", Support::Missing("issue 52")),
     (
         "NominatedNodeNameForExpectation",
-        Support::Missing("issue 48"),
+        Support::Missing("no issue yet"),
     ),
     ("GenericWorkload", Support::Missing("issue 50")),
     ("CompositePodGroup", Support::Missing("issue 50")),

@@ -97,6 +97,21 @@ impl Binder {
                 while locking.try_join_next().is_some() {}
                 continue;
             }
+            if req
+                .assumption
+                .actions
+                .iter()
+                .any(|a| a.get::<AwaitBindingConditions>().is_some())
+            {
+                // Waits for a driver, maybe for minutes: a task of its own
+                // without a binding slot (upstream's binding cycles are
+                // goroutines), so that slow drivers never hold back the
+                // other pods' bindings.
+                let this = this.clone();
+                locking.spawn(async move { this.bind(req).await });
+                while locking.try_join_next().is_some() {}
+                continue;
+            }
             let permit = limit
                 .clone()
                 .acquire_owned()

@@ -186,39 +186,33 @@ impl Evictor {
     }
 
     async fn handle(&self, r: Request) {
-        {
-            let started = Instant::now();
-            // Only the leader acts (as the binder): a replica that lost
-            // the lease writes nothing.
-            let failed = if self.shared.leadership.leading() {
-                !self.carry_out(&r).await
-            } else {
-                true
-            };
-            match r.done {
-                Done::Signal(tx) => {
-                    let _ = tx.send(());
-                }
-                Done::Release => {
-                    let result = if failed { "error" } else { "success" };
-                    let m = &self.shared.metrics;
-                    m.preemption_goroutines_duration
-                        .with_label_values(&[result])
-                        .observe(started.elapsed().as_secs_f64());
-                    m.preemption_goroutines_total
-                        .with_label_values(&[result])
-                        .inc();
-                    let mut cache = self.shared.cache.lock();
-                    let now = self.shared.now_ms();
-                    self.shared.scheduler.preemption_finished(
-                        &mut cache,
-                        &r.preemptor.uid,
-                        failed,
-                        now,
-                    );
-                    drop(cache);
-                    self.shared.wake.notify_all();
-                }
+        let started = Instant::now();
+        // Only the leader acts (as the binder): a replica that lost the
+        // lease writes nothing.
+        let failed = !(self.shared.leadership.leading() && self.carry_out(&r).await);
+        match r.done {
+            Done::Signal(tx) => {
+                let _ = tx.send(());
+            }
+            Done::Release => {
+                let result = if failed { "error" } else { "success" };
+                let m = &self.shared.metrics;
+                m.preemption_goroutines_duration
+                    .with_label_values(&[result])
+                    .observe(started.elapsed().as_secs_f64());
+                m.preemption_goroutines_total
+                    .with_label_values(&[result])
+                    .inc();
+                let now = self.shared.now_ms();
+                let mut cache = self.shared.cache.lock();
+                self.shared.scheduler.preemption_finished(
+                    &mut cache,
+                    &r.preemptor.uid,
+                    failed,
+                    now,
+                );
+                drop(cache);
+                self.shared.wake.notify_all();
             }
         }
     }

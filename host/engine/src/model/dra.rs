@@ -10,7 +10,6 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::resource::v1 as api;
 use serde_json::Value;
 
-use super::quantity;
 use super::selector::NodeSelectorTerm;
 
 /// The API group.
@@ -29,14 +28,7 @@ pub const MAX_RESULTS: usize = 32;
 /// Upstream's `FirstAvailableDeviceRequestMaxSize` (Score's base).
 pub const MAX_SUBREQUESTS: i64 = 8;
 
-/// An amount of a resource, exactly, in billionths (quantities have nine
-/// decimal digits at most).
-pub type Nanos = i128;
-
-/// A quantity as [`Nanos`], rounded up past the ninth decimal.
-pub fn nanos(q: &str) -> Result<Nanos, String> {
-    quantity::nano_value(q).map_err(|e| e.to_string())
-}
+pub use super::dra_quantity::{nanos, Nanos};
 
 /// Converts a `v1beta1` or `v1beta2` object of `kind` to the `v1` shape
 /// (`v1beta1` keeps a device's fields under `basic` and a request's at

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::resource::v1 as api;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
-use super::dra::{nanos, Nanos};
+use super::dra_quantity::{nanos, Nanos};
 
 /// A quantity: its exact value and its text as written.
 #[derive(Debug, Clone, PartialEq, Eq)]

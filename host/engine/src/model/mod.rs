@@ -11,6 +11,7 @@ pub mod declared_features;
 pub mod dra;
 pub mod dra_capacity;
 pub mod dra_extended;
+pub mod dra_quantity;
 pub mod namespace;
 pub mod node;
 pub mod pod;

@@ -105,11 +105,7 @@ impl Resolver {
     }
 }
 
-/// The in-memory claim's uid for the pod `pod_uid` (its reservation in
-/// flight is known by it until the created claim shows its allocation).
-pub fn in_memory_uid(pod_uid: &str) -> String {
-    format!("{pod_uid}/extended-resources")
-}
+pub use super::store::in_memory_uid;
 
 /// PreFilter: `None` when no extended resource the pod requests maps to
 /// a class (upstream's `hasDeviceClassMappedExtendedResource`).

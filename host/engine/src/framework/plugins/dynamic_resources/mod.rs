@@ -782,7 +782,13 @@ impl PreBindPlugin for DynamicResources {
             .iter()
             .filter_map(BindAction::get::<ExtendedClaimBinding>)
         {
-            self.store.record_extended_claim(b);
+            self.store.record_extended_claim(
+                &b.metadata,
+                &b.spec,
+                &b.allocation,
+                &b.pod_name,
+                &b.pod_uid,
+            );
         }
         for b in actions.iter().filter_map(BindAction::get::<ClaimBinding>) {
             let consumer = Consumer {

@@ -306,7 +306,7 @@ impl Store {
                         // A pod's extended resource claim was reserved
                         // under its in-memory uid.
                         if let (true, Some(owner)) = (c.extended, &c.owner_uid) {
-                            inner.drop_flight(&super::extended::in_memory_uid(owner));
+                            inner.drop_flight(&in_memory_uid(owner));
                         }
                     }
                     inner.put_claim(key.to_string(), Arc::new(c));
@@ -512,8 +512,15 @@ impl Store {
     /// Records a pod's extended resource claim where no API server creates
     /// it (`simulate`): named from its `generateName` and the pod's uid,
     /// allocated and reserved for the pod.
-    pub fn record_extended_claim(&self, b: &super::ExtendedClaimBinding) {
-        let mut metadata = b.metadata.clone();
+    pub fn record_extended_claim(
+        &self,
+        metadata: &Value,
+        spec: &Value,
+        allocation: &Value,
+        pod_name: &str,
+        pod_uid: &str,
+    ) {
+        let mut metadata = metadata.clone();
         let namespace = metadata["namespace"]
             .as_str()
             .unwrap_or("default")
@@ -522,8 +529,7 @@ impl Store {
             .as_str()
             .unwrap_or_default()
             .to_string();
-        let suffix: String = b
-            .pod_uid
+        let suffix: String = pod_uid
             .chars()
             .filter(char::is_ascii_alphanumeric)
             .take(5)
@@ -531,15 +537,15 @@ impl Store {
             .to_ascii_lowercase();
         let name = format!("{prefix}{suffix}");
         metadata["name"] = Value::String(name.clone());
-        metadata["uid"] = Value::String(format!("{}-claim", b.pod_uid));
+        metadata["uid"] = Value::String(format!("{pod_uid}-claim"));
         let object = serde_json::json!({
             "apiVersion": "resource.k8s.io/v1",
             "kind": "ResourceClaim",
             "metadata": metadata,
-            "spec": b.spec,
+            "spec": spec,
             "status": {
-                "allocation": b.allocation,
-                "reservedFor": [{"resource": "pods", "name": b.pod_name, "uid": b.pod_uid}],
+                "allocation": allocation,
+                "reservedFor": [{"resource": "pods", "name": pod_name, "uid": pod_uid}],
             },
         });
         self.apply(
@@ -663,4 +669,11 @@ impl Store {
     pub fn reset(&self) {
         *self.inner.lock() = Inner::default();
     }
+}
+
+/// The in-memory uid of a pod's extended resource claim (`pod_uid` its
+/// owner's): its reservation in flight is known by it until the created
+/// claim shows its allocation.
+pub fn in_memory_uid(pod_uid: &str) -> String {
+    format!("{pod_uid}/extended-resources")
 }
