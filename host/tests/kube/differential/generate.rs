@@ -16,8 +16,7 @@
 //! - no owner references and no Services, ReplicaSets, ReplicationControllers
 //!   or StatefulSets: PodTopologySpread's default constraints select
 //!   nothing;
-//! - no volumes and no resource claims: the volume plugins and
-//!   DynamicResources pass every node;
+//! - no volumes: the volume plugins pass every node;
 //! - every pod has priority 0: preemption (PostFilter) finds no victim.
 //!
 //! Bound pods fit their nodes (requests within allocatable, their resize
@@ -26,7 +25,10 @@
 //! Beside the spec, from a second random stream (so that a seed's nodes
 //! and pods stay what they were): some bound pods' in-place resize state
 //! ([`super::resize`]), some nodes' declared features and some pending
-//! pods that need one ([`super::features`]).
+//! pods that need one ([`super::features`]); from a third, the DRA
+//! objects (DeviceClasses, ResourceSlices, DeviceTaintRules) and the
+//! claims and DRA-backed extended resources of some pending pods
+//! ([`super::dra`]).
 
 use rand::rngs::StdRng;
 use rand::seq::IndexedRandom;
@@ -94,6 +96,11 @@ pub struct Cluster {
     pub bound: Vec<Value>,
     /// Pods for the schedulers, in creation order.
     pub pending: Vec<Value>,
+    /// Per pending pod, the ResourceClaims created just before it.
+    pub claims: Vec<Vec<Value>>,
+    /// DeviceClasses, ResourceSlices and DeviceTaintRules, created with
+    /// the nodes.
+    pub devices: Vec<Value>,
 }
 
 /// A cluster of `nodes` nodes (under 100, so that kube-scheduler's
@@ -111,6 +118,8 @@ pub fn cluster(seed: u64, nodes: usize, pending: usize) -> Cluster {
             n["status"]["declaredFeatures"] = f;
         }
     }
+    let mut dra = super::dra::Gen::new(seed);
+    let devices = dra.devices(&mut nodes).objects;
     let mut bound = Vec::new();
     for (i, n) in nodes.iter().enumerate() {
         // Bound pods fit their node, as a scheduler would have placed them:
@@ -140,17 +149,20 @@ pub fn cluster(seed: u64, nodes: usize, pending: usize) -> Cluster {
             bound.push(p);
         }
     }
-    let pending = (0..pending)
+    let (pending, claims) = (0..pending)
         .map(|i| {
             let mut p = g.pending_pod(&format!("p{i:03}"));
             super::features::maybe_need(&mut status_rng, &mut p);
-            p
+            let claims = dra.pod(&mut p);
+            (p, claims)
         })
-        .collect();
+        .unzip();
     Cluster {
         nodes,
         bound,
         pending,
+        claims,
+        devices,
     }
 }
 

@@ -13,7 +13,12 @@
 //! Per pod, with no allowance: the same schedulability; for unschedulable
 //! pods the identical FitError message (its `preemption:` part included);
 //! for scheduled pods kube-scheduler's node is one of wasmsched's best
-//! nodes.
+//! nodes, and where wasmsched chose that node too, the devices of every
+//! claim of the pod (its own, shared ones, and the claim made for its
+//! DRA-backed extended resources) are the ones kube-scheduler wrote in the
+//! claims' `status.allocation`, consumed capacity included. The cluster
+//! carries DRA objects ([`dra`]): devices shared by capacity, taint rules,
+//! extended resources served by DeviceClasses.
 //!
 //! `WASMSCHED_DIFFTEST_SEEDS` (`1-3`, or a list `4,7`) and
 //! `WASMSCHED_DIFFTEST_PODS` (50) size the run; `--nocapture` shows the
@@ -22,6 +27,7 @@
 //! (`WASMSCHED_DIFFTEST_KUBE_V=10` makes kube-scheduler log every plugin's
 //! scores).
 
+mod dra;
 mod features;
 mod generate;
 mod resize;
@@ -41,9 +47,10 @@ use crate::env::*;
 use generate::{NAMESPACES, SCHEDULER};
 
 /// kube-scheduler's default Score plugins and weights (1.37,
-/// `pkg/scheduler/apis/config/v1/default_plugins.go`), which wasmsched's
-/// profile is given.
-const WEIGHTS: [(&str, i64); 7] = [
+/// `pkg/scheduler/apis/config/v1/default_plugins.go`; DynamicResources
+/// scores a `firstAvailable` request by the subrequest allocated), which
+/// wasmsched's profile is given.
+const WEIGHTS: [(&str, i64); 8] = [
     ("TaintToleration", 3),
     ("NodeAffinity", 2),
     ("PodTopologySpread", 2),
@@ -51,6 +58,7 @@ const WEIGHTS: [(&str, i64); 7] = [
     ("NodeResourcesFit", 1),
     ("NodeResourcesBalancedAllocation", 1),
     ("ImageLocality", 1),
+    ("DynamicResources", 2),
 ];
 
 /// What kube-scheduler did with a pod.
@@ -70,6 +78,20 @@ struct Tally {
     nodes_among_best: usize,
     /// kube-scheduler's message and wasmsched's, character for character.
     messages_identical: usize,
+    /// Pods with ResourceClaims, and pods asking for extended resources
+    /// DRA may serve.
+    with_claims: usize,
+    with_extended: usize,
+    /// Pods bound with claims whose allocation was compared (wasmsched
+    /// chose kube-scheduler's node), and of those, pods given a device.
+    allocations_compared: usize,
+    allocations_with_devices: usize,
+    /// Of those, pods given a share of a device (consumed capacity), and
+    /// pods given the claim made for their extended resources.
+    allocations_shared: usize,
+    allocations_extended: usize,
+    /// Pods with claims or extended resources both found unschedulable.
+    dra_unschedulable: usize,
     failures: Vec<String>,
 }
 
@@ -123,8 +145,13 @@ async fn wasmsched_schedules_like_kube_scheduler() {
         tally.pods,
         tally.failures.join("\n\n")
     );
-    // The generator must keep producing both outcomes.
+    // The generator must keep producing both outcomes, and pods whose
+    // devices were compared.
     assert!(tally.scheduled > 0 && tally.unschedulable > 0);
+    assert!(
+        tally.allocations_with_devices > 0,
+        "no pod was given a device by both schedulers"
+    );
 }
 
 /// (kube-scheduler's configuration, wasmsched's configuration).
@@ -172,6 +199,7 @@ async fn run_seed(
     tally: &mut Tally,
 ) {
     reset(client, &NAMESPACES).await;
+    dra::clean(client).await;
     label_namespaces(client).await;
     let workloads = create_workloads(client).await;
     // 6 to 16 nodes.
@@ -194,6 +222,9 @@ async fn run_seed(
                 .unwrap_or_else(|e| panic!("node {name}: writing declaredFeatures: {e}"));
         }
     }
+    for o in &cluster.devices {
+        dra::create(client, o).await;
+    }
     for p in &cluster.bound {
         create(client, p).await;
         if let Some(status) = p.get("status") {
@@ -208,8 +239,12 @@ async fn run_seed(
         .and_then(|v| v.parse().ok())
         .unwrap_or(1);
     let _kube = Killed(kube_scheduler(kube_cfg, &log, verbosity));
-    for pod in &cluster.pending {
+    for (pod, claims) in cluster.pending.iter().zip(&cluster.claims) {
+        for c in claims {
+            dra::create(client, c).await;
+        }
         let (nodes, bound, namespaces) = state(client).await;
+        let devices = dra::state(client).await;
         let created = create(client, pod).await;
         let ns = created["metadata"]["namespace"]
             .as_str()
@@ -222,13 +257,28 @@ async fn run_seed(
             .iter()
             .chain(&workloads)
             .chain(&nodes)
+            .chain(&devices)
             .chain(&bound)
             .chain([&created])
             .collect();
         let list = json!({"apiVersion": "v1", "kind": "List", "items": items});
         std::fs::write(&dump, list.to_string()).unwrap();
         let ws = simulate(&dump, ws_cfg, &format!("{ns}/{name}"));
-        match compare(&kube, &ws, tally) {
+        let kube_devices = match &kube {
+            KubeOutcome::Bound(_) => {
+                let api: Api<Pod> = Api::namespaced(client.clone(), &ns);
+                let now = plain(&api.get(&name).await.unwrap());
+                dra::kube_devices(client, &ns, &now).await
+            }
+            KubeOutcome::Unschedulable(_) => BTreeMap::new(),
+        };
+        let uses_dra = count_dra(&created, tally);
+        if uses_dra && matches!(kube, KubeOutcome::Unschedulable(_)) {
+            tally.dra_unschedulable += 1;
+        }
+        let result = compare(&kube, &ws, tally)
+            .and_then(|()| compare_devices(&kube, &ws, &created, &kube_devices, tally));
+        match result {
             Ok(()) => std::fs::remove_file(&dump).unwrap(),
             Err(e) => tally.failures.push(format!(
                 "seed {seed}, pod {ns}/{name}: {e}\npod: {}\nreproduce: {}",
@@ -254,6 +304,7 @@ fn spec_of(pod: &Value) -> String {
                 "tolerations",
                 "topologySpreadConstraints",
                 "resources",
+                "resourceClaims",
             ]
             .contains(&k.as_str())
         });
@@ -479,6 +530,64 @@ fn compare(kube: &KubeOutcome, ws: &Value, tally: &mut Tally) -> Result<(), Stri
     }
 }
 
+/// Counts the pods that use DRA; returns whether this one does.
+fn count_dra(pod: &Value, tally: &mut Tally) -> bool {
+    let claims = pod["spec"]["resourceClaims"]
+        .as_array()
+        .is_some_and(|l| !l.is_empty());
+    let extended = pod["spec"]["containers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|c| {
+            c["resources"]["requests"]
+                .as_object()
+                .is_some_and(|r| r.keys().any(|k| k.contains('/') && k != "nvidia.com/gpu"))
+        });
+    tally.with_claims += usize::from(claims);
+    tally.with_extended += usize::from(extended);
+    claims || extended
+}
+
+/// For a pod both bound to the same node: the devices of each of its
+/// claims, wasmsched's (its `resource_claims` report) against
+/// kube-scheduler's (the claims' status on the server).
+fn compare_devices(
+    kube: &KubeOutcome,
+    ws: &Value,
+    pod: &Value,
+    kube_devices: &BTreeMap<String, Vec<String>>,
+    tally: &mut Tally,
+) -> Result<(), String> {
+    let KubeOutcome::Bound(node) = kube else {
+        return Ok(());
+    };
+    if ws["explain"]["node"].as_str() != Some(node.as_str()) {
+        // A tie broken another way: the devices of another node.
+        return Ok(());
+    }
+    let ours = dra::simulated_devices(ws, pod);
+    if kube_devices.is_empty() && ours.is_empty() {
+        return Ok(());
+    }
+    if ours != *kube_devices {
+        return Err(format!(
+            "on {node}, the claims' devices differ\n  kube-scheduler: {kube_devices:?}\n  wasmsched:      {ours:?}"
+        ));
+    }
+    tally.allocations_compared += 1;
+    if ours.values().any(|d| !d.is_empty()) {
+        tally.allocations_with_devices += 1;
+    }
+    if ours.values().flatten().any(|d| d.contains('[')) {
+        tally.allocations_shared += 1;
+    }
+    if ours.get("extended").is_some_and(|d| !d.is_empty()) {
+        tally.allocations_extended += 1;
+    }
+    Ok(())
+}
+
 fn filters_on(explain: &Value, node: &str) -> String {
     explain["nodes"]
         .as_array()
@@ -578,5 +687,16 @@ fn print_summary(t: &Tally) {
         t.nodes_among_best,
         t.messages_identical,
         t.failures.len()
+    );
+    println!(
+        "  DRA: {} pods with claims, {} asking for extended resources, {} of them unschedulable; \
+         allocations identical on the same node: {} ({} with devices, {} with a device's share, {} extended resource claims)",
+        t.with_claims,
+        t.with_extended,
+        t.dra_unschedulable,
+        t.allocations_compared,
+        t.allocations_with_devices,
+        t.allocations_shared,
+        t.allocations_extended
     );
 }
