@@ -126,7 +126,7 @@ impl Gen {
                 }
             }
         }
-        for i in 0..self.rng.random_range(0..=2) {
+        for i in 0..self.rng.random_range(1..=3) {
             let Some((pool, devices)) = gpu_pools.choose(&mut self.rng).cloned() else {
                 break;
             };
@@ -168,7 +168,7 @@ impl Gen {
             } else {
                 d["capacity"] = json!({"memory": {"value": self.pick(&["40Gi", "80Gi"])}});
             }
-            if self.chance(0.1) {
+            if self.chance(0.2) {
                 d["taints"] = json!([{"key": self.pick(&TAINT_KEYS), "value": "true",
                     "effect": self.pick(&["NoSchedule", "NoExecute", "None"])}]);
             }
