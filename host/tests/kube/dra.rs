@@ -30,7 +30,7 @@ mod dra_extended;
 const NS: &str = "dra";
 const SCHED: &str = "dra-scheduler";
 const DRIVER: &str = "gpu.example.com";
-const LABEL: &str = "wasmsched.io/dra-test";
+use crate::env::DRA_LABEL as LABEL;
 
 pub fn resource(kind: &str, plural: &str) -> ApiResource {
     ApiResource {
@@ -296,19 +296,7 @@ async fn clean(client: &Client) {
         NS,
         &resource("ResourceClaim", "resourceclaims"),
     );
-    for c in claims
-        .list(&ListParams::default())
-        .await
-        .map(|l| l.items)
-        .unwrap_or_default()
-    {
-        let name = c.metadata.name.unwrap_or_default();
-        let patch = json!({"metadata": {"finalizers": null}});
-        let _ = claims
-            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await;
-        let _ = claims.delete(&name, &DeleteParams::default()).await;
-    }
+    delete_claims(&claims).await;
     let templates: Api<DynamicObject> = Api::namespaced_with(
         client.clone(),
         NS,

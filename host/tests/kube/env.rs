@@ -165,6 +165,33 @@ pub struct Scheduler {
     pub log: PathBuf,
 }
 
+/// The label every cluster-scoped DRA object a test creates carries
+/// (classes, slices, taint rules), so that any DRA test's cleanup removes
+/// what an earlier test left: their names (`gpu`, `fpga`) are shared.
+pub const DRA_LABEL: &str = "wasmsched.io/dra-test";
+
+/// Deletes every ResourceClaim `claims` lists, finalizers first (a
+/// scheduler protects the claims it allocated).
+pub async fn delete_claims(claims: &Api<kube::api::DynamicObject>) {
+    for c in claims
+        .list(&ListParams::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default()
+    {
+        let name = c.metadata.name.unwrap_or_default();
+        let patch = serde_json::json!({"metadata": {"finalizers": null}});
+        let _ = claims
+            .patch(
+                &name,
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(&patch),
+            )
+            .await;
+        let _ = claims.delete(&name, &DeleteParams::default()).await;
+    }
+}
+
 /// The pod has a node.
 pub fn is_bound(pod: &Pod) -> bool {
     pod.spec

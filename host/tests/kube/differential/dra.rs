@@ -27,7 +27,7 @@
 
 use std::collections::BTreeMap;
 
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams};
 use kube::Client;
 use rand::rngs::StdRng;
 use rand::seq::IndexedRandom;
@@ -44,7 +44,7 @@ pub const FPGA: &str = "example.com/fpga";
 /// The implicit extended resource of class `nic`.
 const NIC: &str = "deviceclass.resource.kubernetes.io/nic";
 /// What the generated cluster-scoped objects carry, for their cleanup.
-const LABEL: &str = "wasmsched.io/difftest";
+use crate::env::DRA_LABEL as LABEL;
 const TAINT_KEYS: [&str; 2] = ["example.com/maintenance", "example.com/degraded"];
 const PCIE_ROOT: &str = "resource.kubernetes.io/pcieRoot";
 
@@ -372,26 +372,13 @@ pub async fn state(client: &Client) -> Vec<Value> {
     out
 }
 
-/// Deletes the claims of the test namespaces (their finalizers first: a
-/// scheduler protects allocated claims) and the labelled cluster-scoped
-/// objects.
+/// Deletes the claims of the test namespaces and the labelled
+/// cluster-scoped objects.
 pub async fn clean(client: &Client) {
     for ns in NAMESPACES {
         let a: Api<DynamicObject> =
             Api::namespaced_with(client.clone(), ns, &resource("ResourceClaim"));
-        for c in a
-            .list(&ListParams::default())
-            .await
-            .map(|l| l.items)
-            .unwrap_or_default()
-        {
-            let name = c.metadata.name.unwrap_or_default();
-            let patch = json!({"metadata": {"finalizers": null}});
-            let _ = a
-                .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await;
-            let _ = a.delete(&name, &DeleteParams::default()).await;
-        }
+        crate::env::delete_claims(&a).await;
     }
     let labelled = ListParams::default().labels(&format!("{LABEL}=yes"));
     for kind in ["ResourceSlice", "DeviceTaintRule", "DeviceClass"] {
@@ -431,12 +418,6 @@ fn server_devices(claim: &Value) -> Vec<String> {
         .into_iter()
         .flatten()
         .map(|r| {
-            let consumed: Vec<String> = r["consumedCapacity"]
-                .as_object()
-                .into_iter()
-                .flatten()
-                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
-                .collect();
             device_line(
                 r["request"].as_str().unwrap_or(""),
                 &format!(
@@ -445,7 +426,7 @@ fn server_devices(claim: &Value) -> Vec<String> {
                     r["pool"].as_str().unwrap_or(""),
                     r["device"].as_str().unwrap_or("")
                 ),
-                &consumed,
+                &r["consumedCapacity"],
             )
         })
         .collect();
@@ -453,7 +434,15 @@ fn server_devices(claim: &Value) -> Vec<String> {
     out
 }
 
-fn device_line(request: &str, device: &str, consumed: &[String]) -> String {
+/// `request=device`, with `[capacity=amount,...]` of a `consumed` map
+/// that is not empty.
+fn device_line(request: &str, device: &str, consumed: &Value) -> String {
+    let consumed: Vec<String> = consumed
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
+        .collect();
     if consumed.is_empty() {
         format!("{request}={device}")
     } else {
@@ -509,16 +498,10 @@ pub fn simulated_devices(report: &Value, pod: &Value) -> BTreeMap<String, Vec<St
             .into_iter()
             .flatten()
             .map(|d| {
-                let consumed: Vec<String> = d["consumed"]
-                    .as_object()
-                    .into_iter()
-                    .flatten()
-                    .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or("")))
-                    .collect();
                 device_line(
                     d["request"].as_str().unwrap_or(""),
                     d["device"].as_str().unwrap_or(""),
-                    &consumed,
+                    &d["consumed"],
                 )
             })
             .collect();

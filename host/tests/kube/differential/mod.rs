@@ -137,6 +137,8 @@ async fn wasmsched_schedules_like_kube_scheduler() {
     for seed in seeds() {
         run_seed(&client, tmp.path(), &configs, seed, pods, &mut tally).await;
     }
+    // The classes are cluster-wide and named like the DRA tests' own.
+    dra::clean(&client).await;
     print_summary(&tally);
     assert!(
         tally.failures.is_empty(),
