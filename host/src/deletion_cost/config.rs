@@ -2,15 +2,14 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1 as meta;
 
+use super::policy::{CostPolicy, PolicySpec};
 use crate::config::file::{DeletionCostFile, PodMetricsFile, PrometheusFile};
 use crate::config::{ConfigError, ConfigFile};
 use crate::model::selector::LabelSelector;
-use crate::wasm::{Limits, PluginModule};
 
 /// Default opt-in label and annotation (value `"true"`).
 pub const OPT_IN: &str = "deletion-cost.wasmsched.io/enabled";
@@ -121,26 +120,6 @@ impl OptIn {
         self.selectors
             .iter()
             .any(|(ns, sel)| ns.as_deref().is_none_or(|ns| ns == namespace) && sel.matches(labels))
-    }
-}
-
-/// The deletion-cost policy to run.
-#[derive(Clone)]
-pub struct PolicySpec {
-    pub name: String,
-    pub module: Arc<PluginModule>,
-    pub limits: Limits,
-    /// Args as JSON text.
-    pub args: String,
-}
-
-impl std::fmt::Debug for PolicySpec {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PolicySpec")
-            .field("name", &self.name)
-            .field("digest", &self.module.digest)
-            .field("args", &self.args)
-            .finish()
     }
 }
 
@@ -308,7 +287,7 @@ impl DeletionCostConfig {
             args,
         };
         // Runs the plugin's `init`: bad args fail at start, naming the field.
-        super::policy::CostPolicy::new(&policy)
+        CostPolicy::new(&policy)
             .map_err(|e| err(format!("{f}.args"), format!("plugin {}: {e}", policy.name)))?;
         Ok(DeletionCostConfig {
             interval: duration(&format!("{f}.interval"), &s.interval, DEFAULT_INTERVAL)?,

@@ -6,11 +6,32 @@ use std::sync::Arc;
 
 use k8s_openapi::jiff::Timestamp;
 
-use super::config::PolicySpec;
 use super::facts::PodFacts;
 use crate::framework::Snapshot;
 use crate::wasm::bindings::types as wit;
-use crate::wasm::{FailurePolicy, Loader, PluginFailure, WasmPlugin, WasmSettings};
+use crate::wasm::{
+    FailurePolicy, Limits, Loader, PluginFailure, PluginModule, WasmPlugin, WasmSettings,
+};
+
+/// The deletion-cost policy to run.
+#[derive(Clone)]
+pub struct PolicySpec {
+    pub name: String,
+    pub module: Arc<PluginModule>,
+    pub limits: Limits,
+    /// Args as JSON text.
+    pub args: String,
+}
+
+impl std::fmt::Debug for PolicySpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PolicySpec")
+            .field("name", &self.name)
+            .field("digest", &self.module.digest)
+            .field("args", &self.args)
+            .finish()
+    }
+}
 
 /// The contract's pod record for the deletion-cost call.
 pub type WitPodStatus = wit::PodStatus;
