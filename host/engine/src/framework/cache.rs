@@ -7,7 +7,7 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use crate::framework::queue::{Requeue, SchedulingQueue};
+use crate::framework::queue::SchedulingQueue;
 use crate::framework::Snapshot;
 use crate::model::{Node, Pod};
 
@@ -326,30 +326,31 @@ impl Cache {
         true
     }
 
-    /// Puts a pod that bound nothing back in the queue `to` names, unless
-    /// it was bound or assumed meanwhile: the one place a failed pod is
-    /// queued again (upstream's `handleSchedulingFailure`). A pod the
-    /// cache holds as pending is queued as it is there (with the
-    /// nomination its PostFilter recorded); one that was assumed is
-    /// pending again, without the node it was assumed on.
-    pub fn requeue(&mut self, pod: &Pod, to: Requeue, now_ms: u64) {
+    /// Puts a pod whose binding failed back in the queue (after backoff),
+    /// unless it was deleted or bound meanwhile.
+    pub fn requeue(&mut self, pod: Arc<Pod>, now_ms: u64) {
         if self.bound.contains_key(&pod.uid) || self.assumed.contains_key(&pod.uid) {
             return;
         }
-        let pending = match self.pending.get(&pod.uid) {
-            Some(p) => p.clone(),
-            None => {
-                let mut p = pod.clone();
-                p.node_name = None;
-                let p = Arc::new(p);
-                self.pending.insert(pod.uid.clone(), p.clone());
-                p
-            }
-        };
-        match to {
-            Requeue::Backoff => self.queue.add_backoff(pending, now_ms),
-            Requeue::Unschedulable => self.queue.add_unschedulable(pending),
+        let mut pending = (*pod).clone();
+        pending.node_name = None;
+        let pending = Arc::new(pending);
+        self.pending.insert(pod.uid.clone(), pending.clone());
+        self.queue.add_backoff(pending, now_ms);
+    }
+
+    /// Puts a pod that was refused after it was assumed (a Permit
+    /// rejection) in the unschedulable pool, unless it was deleted or
+    /// bound meanwhile.
+    pub fn requeue_unschedulable(&mut self, pod: Arc<Pod>) {
+        if self.bound.contains_key(&pod.uid) || self.assumed.contains_key(&pod.uid) {
+            return;
         }
+        let mut pending = (*pod).clone();
+        pending.node_name = None;
+        let pending = Arc::new(pending);
+        self.pending.insert(pod.uid.clone(), pending.clone());
+        self.queue.add_unschedulable(pending);
     }
 
     /// Forgets assumed pods whose binding succeeded long ago but never
@@ -633,7 +634,7 @@ mod tests {
         let popped = c.pop(0).unwrap();
         let bound = c.assume(&popped, "n1").unwrap();
         c.forget(&pod.uid, 10);
-        c.requeue(&bound, Requeue::Backoff, 10);
+        c.requeue(bound, 10);
         assert!(c.pop(10).is_none(), "backing off");
         let again = c.pop(10 + 1_000).unwrap();
         assert_eq!(again.node_name, None);

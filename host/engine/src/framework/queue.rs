@@ -491,14 +491,3 @@ impl SchedulingQueue {
         self.attempts.get(uid).copied().unwrap_or(0)
     }
 }
-
-/// Which pool a pod that bound nothing waits in (upstream's
-/// `handleSchedulingFailure`: a pod that does not fit waits for a cluster
-/// event, any other failure backs off).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Requeue {
-    /// backoffQ: retried when its backoff ends.
-    Backoff,
-    /// The unschedulable pool: retried after an event that may help.
-    Unschedulable,
-}

@@ -1,7 +1,6 @@
 //! The end of a binding cycle, as the driver reports it: the same
 //! bookkeeping for `run`'s binder and for `simulate`'s instant binding.
 
-use crate::framework::queue::Requeue;
 use crate::framework::Cache;
 
 use super::{Binding, Scheduler};
@@ -45,17 +44,13 @@ impl Scheduler {
                 }
                 cache.forget(uid, now_ms);
             }
-            BindingResult::Retry => {
-                match fw {
-                    Some(fw) => self.unreserve(fw, a, cache, now_ms),
-                    None => {
-                        cache.forget(uid, now_ms);
-                    }
+            BindingResult::Retry => match fw {
+                Some(fw) => self.unassume(fw, a, cache, now_ms, false),
+                None => {
+                    cache.forget(uid, now_ms);
+                    cache.requeue(a.pod.clone(), now_ms);
                 }
-                // A failed binding backs off; the driver's binder, not
-                // the sink, reports it (its events and metrics).
-                cache.requeue(&a.pod, Requeue::Backoff, now_ms);
-            }
+            },
         }
     }
 }

@@ -188,14 +188,13 @@ impl Scheduler {
                         started: Instant::now(),
                     }),
                     WaitEnd::Rejected(reason) => {
-                        self.unreserve(fw, &a, cache, now_ms);
-                        let failure = Failure {
+                        self.unassume(fw, &a, cache, now_ms, true);
+                        sink.failed(Failure {
                             pod: a.pod.clone(),
                             profile,
                             kind: FailureKind::Rejected(reason),
                             started: Instant::now(),
-                        };
-                        self.fail(cache, failure, now_ms, sink);
+                        });
                     }
                 }
             }
@@ -241,6 +240,7 @@ impl Scheduler {
                 );
             }
             Outcome::Unschedulable(fit) => {
+                cache.queue.add_unschedulable(pod.clone());
                 if let Some(mut n) = nomination {
                     // Upstream's `PrepareCandidate` minus the API calls
                     // (the sink's): the nomination is recorded,
@@ -257,22 +257,21 @@ impl Scheduler {
                         cache.queue.hold_preempting(&pod.uid);
                     }
                 }
-                let failure = Failure {
+                sink.failed(Failure {
                     pod: pod.clone(),
                     profile: profile.clone(),
                     kind: FailureKind::Unschedulable(fit),
                     started,
-                };
-                self.fail(cache, failure, now_ms, sink);
+                });
             }
             Outcome::Error(message) => {
-                let failure = Failure {
+                cache.queue.add_backoff(pod.clone(), now_ms);
+                sink.failed(Failure {
                     pod: pod.clone(),
                     profile: profile.clone(),
                     kind: FailureKind::Error(message),
                     started,
-                };
-                self.fail(cache, failure, now_ms, sink);
+                });
             }
         }
         if let Some(e) = explanation {
@@ -298,13 +297,16 @@ impl Scheduler {
     ) -> Option<String> {
         let profile = fw.scheduler_name().to_string();
         let fail = |cache: &mut Cache, sink: &mut dyn Sink, kind: FailureKind| {
-            let failure = Failure {
+            match &kind {
+                FailureKind::Error(_) => cache.queue.add_backoff(pod.clone(), now_ms),
+                _ => cache.queue.add_unschedulable(pod.clone()),
+            }
+            sink.failed(Failure {
                 pod: pod.clone(),
                 profile: profile.clone(),
                 kind,
                 started,
-            };
-            self.fail(cache, failure, now_ms, sink);
+            });
         };
         let prepared = match cache.snapshot.get(placement.node_index) {
             Some(node) => {
@@ -335,8 +337,13 @@ impl Scheduler {
         cache.queue.done(&pod.uid);
         let Some(mut assumed) = cache.assume(&pod, &placement.node) else {
             fw.unreserve(&pod, &state, &placement.node);
-            let gone = SchedulingError::NodeGone(placement.node.clone());
-            fail(cache, sink, FailureKind::Error(gone));
+            cache.requeue(pod.clone(), now_ms);
+            sink.failed(Failure {
+                pod: pod.clone(),
+                profile,
+                kind: FailureKind::Error(SchedulingError::NodeGone(placement.node.clone())),
+                started,
+            });
             return None;
         };
         for (labels, annotations) in actions.iter().filter_map(|a| a.pod_patch()) {
@@ -374,20 +381,25 @@ impl Scheduler {
         cache.queue.preemption_finished(uid, failed, now_ms);
     }
 
-    /// The one failure handler (upstream's `handleSchedulingFailure`):
-    /// the pod is queued again in the pool its failure calls for, then
-    /// the sink hears of it (events, conditions, metrics).
-    fn fail(&self, cache: &mut Cache, failure: Failure, now_ms: u64, sink: &mut dyn Sink) {
-        cache.requeue(&failure.pod, failure.kind.requeue(), now_ms);
-        sink.failed(failure);
-    }
-
     /// The pod will not bind where it was assumed (its binding failed, its
-    /// Permit wait ended in a rejection): Unreserve and forget the
-    /// assumption; the caller queues it again.
-    fn unreserve(&self, fw: &Framework, a: &Assumption, cache: &mut Cache, now_ms: u64) {
+    /// Permit wait ended in a rejection): Unreserve, forget the
+    /// assumption, and queue the pod again (to the unschedulable pool
+    /// after a rejection, to backoff after an error).
+    fn unassume(
+        &self,
+        fw: &Framework,
+        a: &Assumption,
+        cache: &mut Cache,
+        now_ms: u64,
+        rejected: bool,
+    ) {
         fw.clock.advance(now_ms);
         fw.unreserve(&a.pod, &a.state, &a.placement.node);
         cache.forget(&a.pod.uid, now_ms);
+        if rejected {
+            cache.requeue_unschedulable(a.pod.clone());
+        } else {
+            cache.requeue(a.pod.clone(), now_ms);
+        }
     }
 }

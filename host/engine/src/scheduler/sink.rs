@@ -6,7 +6,6 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::framework::queue::Requeue;
 use crate::framework::{Assumption, Explanation, FitError, Nomination, SchedulingError};
 use crate::model::Pod;
 
@@ -49,16 +48,6 @@ pub struct Failure {
     pub kind: FailureKind,
     /// When the attempt started.
     pub started: Instant,
-}
-
-impl FailureKind {
-    /// The pool the pod waits in until its next attempt.
-    pub fn requeue(&self) -> Requeue {
-        match self {
-            FailureKind::Error(_) => Requeue::Backoff,
-            FailureKind::Unschedulable(_) | FailureKind::Rejected(_) => Requeue::Unschedulable,
-        }
-    }
 }
 
 impl Failure {
